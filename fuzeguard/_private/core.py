@@ -1,0 +1,73 @@
+"""The decision core: (run state, call, layers) -> decision. Pure and synchronous.
+
+The sync, async and generator wrappers in ``guard.py`` are thin shells around ``decide`` and the
+run's bookkeeping; nothing here does I/O, logging or calls user code other than layers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Hashable, Sequence
+from typing import TYPE_CHECKING, Literal
+
+from fuzeguard._private.records import Action, Call, Decision, Detection
+
+if TYPE_CHECKING:
+    from fuzeguard._private.layer import Layer, RunView
+
+_SEVERITY = {"call": 0, "warn": 1, "skip": 2, "kill": 3}
+
+
+def decide(
+    run: RunView,
+    call: Call,
+    layers: Sequence[Layer],
+    ladder: Sequence[Action],
+    hits: Callable[[Hashable], int],
+    *,
+    observe: bool = False,
+) -> Decision:
+    """Run every layer on ``call`` and choose what to do.
+
+    A ``"limit"`` detection kills; a ``"warning"`` warns; a ``"loop"`` takes the ladder's step for
+    the number of times its pattern was detected before (``hits``). The most severe action wins.
+    In observe mode each detection keeps the action it would have taken and the call goes ahead.
+    """
+    found: list[Detection] = []
+    for layer in layers:
+        detection = layer.check(run, call)
+        if detection is not None:
+            found.append(detection)
+    if not found:
+        return Decision("call", call.index)
+    best: Detection | None = None
+    best_action: str = "call"
+    completed = []
+    for detection in found:
+        action = action_for(detection, ladder, hits)
+        detection = dataclasses.replace(
+            detection, run_id=run.id, call_index=call.index, fn=detection.fn or call.fn,
+            action=action,
+        )
+        completed.append(detection)
+        if _SEVERITY[action] > _SEVERITY[best_action]:
+            best, best_action = detection, action
+    final: Literal["call", "warn", "skip", "kill"] = "call" if observe else best_action  # type: ignore[assignment]
+    return Decision(final, call.index, best, tuple(completed))
+
+
+def action_for(
+    detection: Detection, ladder: Sequence[Action], hits: Callable[[Hashable], int]
+) -> Action:
+    """The action one detection calls for, before observe mode is applied."""
+    if detection.kind == "limit":
+        return "kill"
+    if detection.kind == "warning":
+        return "warn"
+    step = hits(pattern_key(detection))
+    return ladder[min(step, len(ladder) - 1)]
+
+
+def pattern_key(detection: Detection) -> Hashable:
+    """What makes two detections "the same pattern" for an escalation ladder."""
+    return (detection.layer, detection.fn, detection.pattern)

@@ -1,0 +1,57 @@
+"""Exceptions raised by fuzeguard.
+
+The tree::
+
+    FuzeguardError                      base of everything fuzeguard raises
+    ├── ConfigError (also ValueError)   a bad fuze.toml, key, type or value
+    └── LoopDetected (also RuntimeError) a run was killed: carries the detection and the stats
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from fuzeguard._private.records import Detection, RunStats
+
+
+class FuzeguardError(Exception):
+    """Base class of every exception fuzeguard raises on purpose."""
+
+
+class ConfigError(FuzeguardError, ValueError):
+    """A configuration value is unknown, of the wrong type or impossible.
+
+    The message names the file, the dotted key and its line where known, and suggests a fix.
+    ``file``, ``key`` and ``line`` are also available as attributes.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        file: str | None = None,
+        key: str | None = None,
+        line: int | None = None,
+    ) -> None:
+        self.file = file
+        self.key = key
+        self.line = line
+        where = ""
+        if file is not None:
+            where = f"{file}:{line}: " if line is not None else f"{file}: "
+        super().__init__(where + message)
+
+
+class LoopDetected(FuzeguardError, RuntimeError):
+    """Raised when a guarded call is killed: the run is over.
+
+    ``detection`` says which layer fired and why; ``stats`` is the run's usage at that moment.
+    Every later guarded call in the same run raises this again (kill is sticky), so a framework that
+    swallows the exception and retries cannot keep a dead run going.
+    """
+
+    def __init__(self, detection: Detection, stats: RunStats) -> None:
+        self.detection = detection
+        self.stats = stats
+        super().__init__(detection.message)

@@ -1,0 +1,273 @@
+"""Canonical encoding and blake3 fingerprints of call arguments and results.
+
+The encoding is deterministic across processes (it never uses ``hash()`` or ``id()`` in its output)
+and never raises. Every value is written with a one-letter type tag, so ``1``, ``1.0``, ``True`` and
+``"1"`` differ, while dict key order and set order do not matter.
+
+Fallbacks, in order, for values that are not plain data:
+dataclasses, attrs classes and pydantic models are encoded by their fields; enums by class and value;
+numpy arrays by dtype, shape and bytes; other mappings, sequences and sets as such; objects with a
+``__dict__`` or ``__slots__`` by class name and attributes; objects with their own ``__repr__`` by class
+name and that repr; anything else ("opaque") by its class name alone. Two opaque objects of the same
+class therefore fingerprint alike: a loop over such arguments is still judged by the other arguments
+and by results. A structure that contains itself is encoded with a back-reference marker; nesting
+deeper than ``MAX_DEPTH`` is cut with a marker.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import decimal
+import enum
+import json
+import math
+import uuid
+from collections.abc import Iterable, Mapping, Set
+from pathlib import PurePath
+from typing import Any
+
+from blake3 import blake3
+
+FINGERPRINT_BYTES = 16
+MAX_DEPTH = 64
+
+_NO_KEYS: frozenset[str] = frozenset()
+
+
+def fingerprint(value: Any, volatile_keys: frozenset[str] = _NO_KEYS) -> bytes:
+    """Return a 16-byte blake3 fingerprint of ``value``'s canonical encoding.
+
+    Keys of mappings (at any depth) whose lower-cased name is in ``volatile_keys`` are left out.
+    """
+    return blake3(encode(value, volatile_keys)).digest(FINGERPRINT_BYTES)
+
+
+def fingerprint_result(value: Any, volatile_keys: frozenset[str]) -> bytes:
+    """Fingerprint a call's result, ignoring volatile fields.
+
+    A string that holds a JSON object or array (a common tool return type) is parsed first, so that
+    a fresh ``request_id`` inside the text does not make an unchanged answer look new.
+    """
+    if volatile_keys and type(value) is str and value[:1] in ("{", "["):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            pass
+    return fingerprint(value, volatile_keys)
+
+
+def fingerprint_error(error: BaseException) -> bytes:
+    """Fingerprint an exception by its class and message."""
+    try:
+        message = str(error)
+    except Exception:
+        message = ""
+    return fingerprint(("error", _qualname(type(error)), message))
+
+
+def encode(value: Any, volatile_keys: frozenset[str] = _NO_KEYS) -> bytes:
+    """Return the canonical encoding of ``value``; never raises."""
+    out: list[bytes] = []
+    try:
+        _Encoder(out, volatile_keys).encode(value, 0)
+    except Exception:  # pragma: no cover - the encoder guards every step; this is the last net
+        out = [b"!", _qualname(type(value)).encode()]
+    return b"".join(out)
+
+
+def _qualname(tp: type) -> str:
+    return f"{getattr(tp, '__module__', '?')}.{getattr(tp, '__qualname__', tp.__name__)}"
+
+
+def _str_bytes(s: str) -> bytes:
+    return s.encode("utf-8", "surrogatepass")
+
+
+class _Encoder:
+    __slots__ = ("active", "out", "volatile")
+
+    def __init__(self, out: list[bytes], volatile: frozenset[str]) -> None:
+        self.out = out
+        self.volatile = volatile
+        self.active: set[int] = set()
+
+    def encode(self, v: Any, depth: int) -> None:
+        out = self.out
+        t = type(v)
+        if t is str:
+            b = _str_bytes(v)
+            out.append(b"s%d:" % len(b))
+            out.append(b)
+        elif t is int:
+            out.append(b"i%x;" % v)
+        elif v is None:
+            out.append(b"N")
+        elif t is bool:
+            out.append(b"T" if v else b"F")
+        elif t is float:
+            out.append(b"f" + (b"nan" if math.isnan(v) else v.hex().encode()) + b";")
+        elif depth >= MAX_DEPTH:
+            out.append(b"~")
+        elif t is dict:
+            self._mapping(v, depth)
+        elif t is list or t is tuple:
+            self._sequence(v, b"[" if t is list else b"(", depth)
+        else:
+            self._other(v, t, depth)
+
+    def _enter(self, v: Any) -> bool:
+        key = id(v)
+        if key in self.active:
+            self.out.append(b"^")
+            return False
+        self.active.add(key)
+        return True
+
+    def _mapping(self, m: Mapping[Any, Any], depth: int, tag: bytes = b"{") -> None:
+        if not self._enter(m):
+            return
+        volatile = self.volatile
+        pairs: list[tuple[bytes, bytes]] = []
+        for k, val in list(m.items()):
+            if volatile and type(k) is str and k.lower() in volatile:
+                continue
+            pairs.append((self._sub(k, depth), self._sub(val, depth)))
+        pairs.sort()
+        out = self.out
+        out.append(tag)
+        for kb, vb in pairs:
+            out.append(kb)
+            out.append(vb)
+        out.append(b"}")
+        self.active.discard(id(m))
+
+    def _sequence(self, seq: Iterable[Any], tag: bytes, depth: int) -> None:
+        if not self._enter(seq):
+            return
+        out = self.out
+        out.append(tag)
+        for item in list(seq):
+            self.encode(item, depth + 1)
+        out.append(b"]")
+        self.active.discard(id(seq))
+
+    def _set(self, s: Iterable[Any], depth: int) -> None:
+        if not self._enter(s):
+            return
+        parts = sorted(self._sub(item, depth) for item in list(s))
+        self.out.append(b"<")
+        self.out.extend(parts)
+        self.out.append(b">")
+        self.active.discard(id(s))
+
+    def _sub(self, v: Any, depth: int) -> bytes:
+        saved = self.out
+        self.out = []
+        try:
+            self.encode(v, depth + 1)
+            return b"".join(self.out)
+        finally:
+            self.out = saved
+
+    def _tagged(self, tag: bytes, tp: type) -> None:
+        self.out.append(tag + _str_bytes(_qualname(tp)) + b":")
+
+    def _other(self, v: Any, t: type, depth: int) -> None:
+        out = self.out
+        try:
+            if isinstance(v, (bytes, bytearray, memoryview)):
+                b = bytes(v)
+                out.append(b"b%d:" % len(b))
+                out.append(b)
+            elif isinstance(v, enum.Enum):
+                self._tagged(b"E", t)
+                self.encode(v.value, depth + 1)
+            elif isinstance(v, str):
+                self._tagged(b"S", t)
+                self.encode(str.__str__(v), depth + 1)
+            elif isinstance(v, (int, float)) and not _is_numpy(t):
+                self._tagged(b"n", t)
+                self.encode(int(v) if isinstance(v, int) else float(v), depth + 1)
+            elif isinstance(v, (_dt.datetime, _dt.date, _dt.time)):
+                self._tagged(b"D", t)
+                self.encode(v.isoformat(), depth + 1)
+            elif isinstance(v, _dt.timedelta):
+                out.append(b"d" + repr(v.total_seconds()).encode() + b";")
+            elif isinstance(v, (decimal.Decimal, uuid.UUID, PurePath, complex)):
+                self._tagged(b"V", t)
+                self.encode(str(v), depth + 1)
+            elif dataclasses.is_dataclass(v) and not isinstance(v, type):
+                self._object(v, t, {f.name: getattr(v, f.name, None) for f in dataclasses.fields(v)}, depth)
+            elif hasattr(t, "__attrs_attrs__"):
+                attrs = t.__attrs_attrs__
+                self._object(v, t, {a.name: getattr(v, a.name, None) for a in attrs}, depth)
+            elif hasattr(t, "model_fields") and hasattr(v, "model_dump"):
+                self._object(v, t, v.model_dump(), depth)
+            elif _is_numpy(t):
+                self._numpy(v, t, depth)
+            elif isinstance(v, Mapping):
+                self._mapping(v, depth, b"M" + _str_bytes(_qualname(t)) + b"{")
+            elif isinstance(v, (Set, frozenset, set)):
+                self._set(v, depth)
+            elif isinstance(v, (list, tuple)):
+                self._tagged(b"L", t)
+                self._sequence(v, b"[", depth)
+            elif isinstance(v, type):
+                out.append(b"t" + _str_bytes(_qualname(v)) + b";")
+            elif callable(v) and hasattr(v, "__qualname__"):
+                out.append(b"c" + _str_bytes(f"{getattr(v, '__module__', '?')}.{v.__qualname__}") + b";")
+            else:
+                self._fallback(v, t, depth)
+        except Exception:
+            out.append(b"!" + _str_bytes(_qualname(t)) + b";")
+
+    def _object(self, v: Any, t: type, fields: Mapping[str, Any], depth: int) -> None:
+        if not self._enter(v):
+            return
+        self._tagged(b"C", t)
+        self._mapping(fields, depth + 1)
+        self.active.discard(id(v))
+
+    def _numpy(self, v: Any, t: type, depth: int) -> None:
+        if hasattr(v, "tobytes") and hasattr(v, "shape") and hasattr(v, "dtype"):
+            if getattr(v, "ndim", 1) == 0:
+                self._tagged(b"n", t)
+                self.encode(v.item(), depth + 1)
+                return
+            data = v.tobytes()
+            self._tagged(b"A", t)
+            self.out.append(_str_bytes(f"{v.dtype.str}{tuple(v.shape)}") + b"%d:" % len(data))
+            self.out.append(data)
+        else:
+            self._fallback(v, t, depth)
+
+    def _fallback(self, v: Any, t: type, depth: int) -> None:
+        state = getattr(v, "__dict__", None)
+        if isinstance(state, dict):
+            self._object(v, t, state, depth)
+            return
+        slots = [s for k in t.__mro__ for s in _slot_names(k)]
+        if slots:
+            self._object(v, t, {s: getattr(v, s, None) for s in slots}, depth)
+            return
+        if isinstance(v, Iterable) and hasattr(v, "__len__"):
+            self._tagged(b"L", t)
+            self._sequence(v, b"[", depth)
+            return
+        if t.__repr__ is not object.__repr__:
+            self._tagged(b"R", t)
+            self.encode(repr(v), depth + 1)
+            return
+        self._tagged(b"O", t)
+
+
+def _slot_names(cls: type) -> tuple[str, ...]:
+    slots = cls.__dict__.get("__slots__", ())
+    if isinstance(slots, str):
+        slots = (slots,)
+    return tuple(s for s in slots if s not in ("__dict__", "__weakref__"))
+
+
+def _is_numpy(t: type) -> bool:
+    return getattr(t, "__module__", "").split(".", 1)[0] == "numpy"

@@ -1,0 +1,431 @@
+"""``guard()``: wrap a tool function so every call is recorded and checked before it runs.
+
+One core (``Guard.begin`` and ``Pending``) serves four thin shells: plain functions, coroutine
+functions, generator functions and async generator functions.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+import inspect
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from typing import Any, TypeVar, overload
+
+from fuzeguard._private import state
+from fuzeguard._private.config import Config, validate_code_options
+from fuzeguard._private.exceptions import ConfigError, FuzeguardError, LoopDetected
+from fuzeguard._private.fingerprint import fingerprint_error, fingerprint_result
+from fuzeguard._private.log import emit
+from fuzeguard._private.plan import Plan, build_plan
+from fuzeguard._private.records import Call, CallRecord, Decision, Detection
+from fuzeguard._private.run import DetectHook, Run, _as_hooks, current_run
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_cost_box: contextvars.ContextVar[list[float] | None] = contextvars.ContextVar(
+    "fuzeguard_cost", default=None
+)
+_MAX_PLANS = 16
+
+
+def add_cost(amount: float) -> None:
+    """Add to the cost of the guarded call in progress (or, outside one, of the current run).
+
+    Call it inside a tool, for example with the token usage of an LLM request it makes.
+    """
+    if isinstance(amount, bool) or not isinstance(amount, (int, float)) or amount != amount:
+        raise TypeError(f"add_cost() takes a number, got {amount!r}")
+    box = _cost_box.get()
+    if box is not None:
+        box[0] += amount
+        return
+    run = current_run()
+    with run._lock:
+        run._cost += amount
+
+
+class Guard:
+    """The state a guarded function carries: its options and its resolved plans.
+
+    Available as ``fn.guard`` on the wrapper, like ``fn.retry`` in tenacity.
+    """
+
+    __slots__ = ("fn", "hooks", "layers", "name", "options", "_plans", "_lock")
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        *,
+        name: str | None,
+        options: dict[str, Any],
+        layers: tuple[Any, ...] | None,
+        hooks: tuple[DetectHook, ...],
+    ) -> None:
+        self.fn = fn
+        self.name = name or getattr(fn, "__name__", None) or type(fn).__name__
+        self.options = options
+        self.layers = layers
+        self.hooks = hooks
+        self._plans: dict[int, tuple[Config, Plan]] = {}
+        self._lock = threading.Lock()
+
+    def plan(self, config: Config) -> Plan:
+        """This guard's settings and layers under ``config`` (resolved once, then cached)."""
+        entry = self._plans.get(id(config))
+        if entry is not None and entry[0] is config:
+            return entry[1]
+        plan = build_plan(self.fn, self.name, config, self.options, self.layers)
+        with self._lock:
+            if len(self._plans) >= _MAX_PLANS:
+                self._plans.pop(next(iter(self._plans)))
+            self._plans[id(config)] = (config, plan)
+        return plan
+
+    def begin(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Pending | Skipped | None:
+        """Decide about one call. None: run it unguarded (guarding off, or fail-open)."""
+        if state.mode_override == "off":
+            return None
+        plan: Plan | None = None
+        try:
+            run = current_run()
+            plan = self.plan(run.config)
+            if plan.off:
+                return None
+            arguments = plan.binder.arguments(args, kwargs)
+            call, decision = run._decide(plan, plan.fingerprint_args(arguments), arguments)
+            if state.mode_override == "observe" and decision.action != "call":
+                decision = _as_observed(decision)
+        except ConfigError:
+            raise
+        except Exception as exc:
+            emit("error", "fuzeguard.internal_error", fn=self.name, phase="check", error=repr(exc))
+            if plan is not None and plan.settings.fail_closed:
+                raise FuzeguardError(
+                    f"fuzeguard failed while checking a call to {self.name} and fail_closed is on, "
+                    "so the call was not made"
+                ) from exc
+            return None
+        if decision.detections:
+            self._report(run, plan, call, decision)
+        action = decision.action
+        if action == "call" or action == "warn":
+            return Pending(self, run, plan, call, decision)
+        if action == "skip":
+            assert decision.detection is not None
+            _refused(run, plan, call, decision)
+            return Skipped(_replacement(plan, decision.detection))
+        assert decision.detection is not None
+        if decision.detections:
+            _refused(run, plan, call, decision)
+        raise LoopDetected(decision.detection, run.stats())
+
+    def _report(self, run: Run, plan: Plan, call: Call, decision: Decision) -> None:
+        observe = plan.observe or state.mode_override == "observe"
+        for detection in decision.detections:
+            fields: dict[str, Any] = {
+                "layer": detection.layer,
+                "fn": detection.fn,
+                "run_id": run.id,
+                "run_name": run.name,
+                "call_index": detection.call_index,
+                "kind": detection.kind,
+                "action": detection.action,
+                "observe": observe,
+                "count": detection.count,
+                "threshold": detection.threshold,
+                "similarity": detection.similarity,
+                "args_fp": call.args_fp.hex(),
+                "message": detection.message,
+            }
+            if plan.settings.log_values:
+                fields["args"] = _short_repr(call.arguments)
+            event = "fuzeguard.limit_reached" if detection.kind == "limit" else "fuzeguard.loop_detected"
+            emit("warning", event, **fields)
+            for hook in (*run.hooks, *self.hooks):
+                try:
+                    hook(detection)
+                except Exception as exc:
+                    emit("error", "fuzeguard.hook_failed", hook=_short_repr(hook), error=repr(exc),
+                         fn=detection.fn, run_id=run.id)
+            for sink in state.captures:
+                sink.append(detection)
+        if decision.action == "kill" and decision.detection is not None:
+            d = decision.detection
+            emit("error", "fuzeguard.run_killed", run_id=run.id, run_name=run.name, fn=d.fn,
+                 layer=d.layer, call_index=d.call_index, message=d.message)
+
+
+def _as_observed(decision: Decision) -> Decision:
+    return Decision("call", decision.index, decision.detection, decision.detections)
+
+
+def _replacement(plan: Plan, detection: Detection) -> Any:
+    value = plan.settings.skip_value
+    if value is None:
+        return detection.message
+    if callable(value):
+        return value(detection)
+    return value
+
+
+def _refused(run: Run, plan: Plan, call: Call, decision: Decision) -> None:
+    recorder = run._recorder_for(plan.settings.trace or run.config.settings_for(None)["trace"])
+    if recorder is not None:
+        try:
+            recorder.write_refused(call, decision)
+        except Exception as exc:
+            emit("error", "fuzeguard.internal_error", fn=call.fn, phase="trace", error=repr(exc))
+
+
+def _short_repr(value: Any, limit: int = 200) -> str:
+    try:
+        text = repr(value)
+    except Exception:
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+class Skipped:
+    """A call the guard answered itself; ``value`` goes back to the caller."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+class Pending:
+    """A call that goes ahead: collects its cost and records its outcome when it ends."""
+
+    __slots__ = ("box", "call", "decision", "guard", "plan", "run", "t0", "token")
+
+    def __init__(self, guard: Guard, run: Run, plan: Plan, call: Call, decision: Decision) -> None:
+        self.guard = guard
+        self.run = run
+        self.plan = plan
+        self.call = call
+        self.decision = decision
+        self.t0 = time.monotonic()
+        self.box: list[float] = [0.0]
+        self.token: contextvars.Token[list[float] | None] | None = None
+
+    def enter(self) -> None:
+        """Collect ``add_cost()`` calls made inside the call (not used for generators)."""
+        self.token = _cost_box.set(self.box)
+
+    def _exit(self) -> None:
+        if self.token is not None:
+            _cost_box.reset(self.token)
+            self.token = None
+
+    def done(self, result: Any) -> None:
+        self._exit()
+        try:
+            self._record(fingerprint_result(result, self.plan.volatile), result, None)
+        except Exception as exc:
+            emit("error", "fuzeguard.internal_error", fn=self.call.fn, phase="record", error=repr(exc))
+
+    def fail(self, error: BaseException) -> None:
+        self._exit()
+        if not isinstance(error, Exception) or isinstance(error, FuzeguardError):
+            return
+        try:
+            self._record(fingerprint_error(error), None, error)
+        except Exception as exc:
+            emit("error", "fuzeguard.internal_error", fn=self.call.fn, phase="record", error=repr(exc))
+
+    def _record(self, result_fp: bytes, result: Any, error: BaseException | None) -> None:
+        plan = self.plan
+        cost = self.box[0]
+        per_call = plan.settings.cost
+        if per_call is not None:
+            cost += per_call(result) if callable(per_call) else per_call
+        features = (
+            {name: extract(result, error) for name, extract in plan.result_features}
+            if plan.result_features
+            else {}
+        )
+        now = time.monotonic()
+        call = self.call
+        record = CallRecord(
+            fn=call.fn,
+            index=call.index,
+            args_fp=call.args_fp,
+            result_fp=result_fp,
+            error=None if error is None else type(error).__name__,
+            cost=cost or None,
+            start=self.t0 - self.run._start,
+            duration=now - self.t0,
+            features=features,
+        )
+        run = self.run
+        run._complete(record)
+        recorder = run._recorder_for(plan.settings.trace or run.config.settings_for(None)["trace"])
+        if recorder is not None:
+            recorder.write_call(call, record, self.decision, result, error)
+
+
+def _wrap(g: Guard) -> Callable[..., Any]:
+    fn = g.fn
+    begin = g.begin
+    wrapper: Callable[..., Any]
+    if inspect.isasyncgenfunction(fn):
+
+        async def agen_wrapper(*args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+            p = begin(args, kwargs)
+            if p is None:
+                async for chunk in fn(*args, **kwargs):
+                    yield chunk
+                return
+            if isinstance(p, Skipped):
+                yield p.value
+                return
+            stream = Stream(p)
+            try:
+                async for chunk in fn(*args, **kwargs):
+                    stream.chunk(chunk)
+                    yield chunk
+            except BaseException as exc:
+                p.fail(exc)
+                raise
+            stream.done()
+
+        wrapper = agen_wrapper
+    elif inspect.isgeneratorfunction(fn):
+
+        def gen_wrapper(*args: Any, **kwargs: Any) -> Iterator[Any]:
+            p = begin(args, kwargs)
+            if p is None:
+                return (yield from fn(*args, **kwargs))
+            if isinstance(p, Skipped):
+                yield p.value
+                return None
+            stream = Stream(p)
+            try:
+                for chunk in fn(*args, **kwargs):
+                    stream.chunk(chunk)
+                    yield chunk
+            except BaseException as exc:
+                p.fail(exc)
+                raise
+            stream.done()
+            return None
+
+        wrapper = gen_wrapper
+    elif inspect.iscoroutinefunction(fn):
+
+        async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+            p = begin(args, kwargs)
+            if p is None:
+                return await fn(*args, **kwargs)
+            if isinstance(p, Skipped):
+                return p.value
+            p.enter()
+            try:
+                result = await fn(*args, **kwargs)
+            except BaseException as exc:
+                p.fail(exc)
+                raise
+            p.done(result)
+            return result
+
+        wrapper = async_wrapper
+    else:
+
+        def sync_wrapper(*args: Any, **kwargs: Any) -> Any:
+            p = begin(args, kwargs)
+            if p is None:
+                return fn(*args, **kwargs)
+            if isinstance(p, Skipped):
+                return p.value
+            p.enter()
+            try:
+                result = fn(*args, **kwargs)
+            except BaseException as exc:
+                p.fail(exc)
+                raise
+            p.done(result)
+            return result
+
+        wrapper = sync_wrapper
+    functools.update_wrapper(wrapper, fn)
+    for attr in ("__defaults__", "__kwdefaults__"):
+        value = getattr(fn, attr, None)
+        if value is not None:
+            try:
+                setattr(wrapper, attr, value)
+            except (AttributeError, TypeError):
+                pass
+    wrapper.guard = g  # type: ignore[attr-defined]
+    return wrapper
+
+
+class Stream:
+    """Sees the chunks of a guarded generator as they pass; records the stream when it ends.
+
+    The result fingerprint of a stream is that of the list of its chunks.
+    """
+
+    __slots__ = ("chunks", "pending")
+
+    def __init__(self, pending: Pending) -> None:
+        self.pending = pending
+        self.chunks: list[Any] = []
+
+    def chunk(self, value: Any) -> None:
+        self.chunks.append(value)
+
+    def done(self) -> None:
+        self.pending.done(self.chunks)
+
+
+@overload
+def guard(fn: F, /, **options: Any) -> F: ...
+@overload
+def guard(fn: None = None, /, **options: Any) -> Callable[[F], F]: ...
+
+
+def guard(fn: F | None = None, /, **options: Any) -> F | Callable[[F], F]:
+    """Guard a tool function against loops: ``@guard``, ``@guard(...)`` or ``guard(fn, ...)``.
+
+    Options are keyword-only, and every fuze.toml key is one (code wins over the file)::
+
+        @guard(on_loop="warn", max_iterations=50)
+        def web_search(query: str) -> str: ...
+
+        read = guard(read_file, onLoop="skip")
+
+    Besides the settings keys: ``name=`` (the name used in [functions.NAME], logs and traces;
+    default ``fn.__name__``), ``layers=`` (layer names and/or layer objects, replacing the default
+    stack) and ``on_detect=`` (a callable or callables that receive each ``Detection``).
+    ``onLoop=`` is an alias of ``on_loop=``.
+    """
+    name = options.pop("name", None)
+    hooks = _as_hooks(options.pop("on_detect", None))
+    if "onLoop" in options:
+        if "on_loop" in options:
+            raise TypeError("guard() got both on_loop= and its alias onLoop=; pass one of them")
+        options["on_loop"] = options.pop("onLoop")
+    layer_objects = options.pop("layers", None)
+    where = f"guard({name or getattr(fn, '__name__', '...')})"
+    checked = validate_code_options(options, where, run_scope=False)
+    if layer_objects is not None:
+        if isinstance(layer_objects, str) or not isinstance(layer_objects, Iterable):
+            raise TypeError(f"{where}: layers= takes a list of layer names or layer objects")
+        layer_objects = tuple(layer_objects)
+        validate_code_options({"layers": layer_objects}, where, run_scope=False)
+
+    def decorate(f: F) -> F:
+        if isinstance(f, (staticmethod, classmethod)):
+            return type(f)(decorate(f.__func__))  # type: ignore[return-value]
+        if not callable(f):
+            raise TypeError(f"guard() takes a function, got {f!r}")
+        g = Guard(f, name=name, options=checked, layers=layer_objects, hooks=hooks)
+        return _wrap(g)  # type: ignore[return-value]
+
+    if fn is None:
+        return decorate
+    return decorate(fn)

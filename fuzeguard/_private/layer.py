@@ -1,0 +1,129 @@
+"""The layer protocol, the read-only run view layers look at, and ``setting()``.
+
+A layer is a frozen, slotted dataclass whose fields are its settings. Each field is declared with
+``setting()``, which records the default (the single place it is written), its type for validation,
+and its documentation; ``fuzeguard.toml`` keys and guard keyword arguments map one to one onto
+these fields.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
+
+from fuzeguard._private.records import Call, CallRecord, Detection
+
+Section = Literal["defaults", "loop_detection"]
+Scope = Literal["function", "run"]
+# Value kinds the validator knows; see config._coerce.
+ValueType = Literal[
+    "int", "float", "bool", "str", "strs", "duration", "actions", "enabled", "path", "any"
+]
+
+
+def setting(
+    default: Any,
+    *,
+    type: ValueType,
+    doc: str,
+    origin: str = "fuzeguard",
+    minimum: float | None = None,
+    maximum: float | None = None,
+    optional: bool = False,
+    section: Section | None = None,
+    scope: Scope | None = None,
+) -> Any:
+    """Declare a setting: a dataclass field carrying its type, bounds, documentation and origin.
+
+    ``optional`` settings accept ``None`` in code (off) and are simply left out in TOML.
+    ``section``/``scope`` override the owning class's ``section``/``scope`` for this field.
+    """
+    metadata = {
+        "type": type,
+        "doc": doc,
+        "origin": origin,
+        "minimum": minimum,
+        "maximum": maximum,
+        "optional": optional,
+        "section": section,
+        "scope": scope,
+    }
+    if isinstance(default, (list, dict, set)):
+        raise TypeError("use a tuple or another immutable default for settings")
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+@runtime_checkable
+class RunView(Protocol):
+    """What a layer may read of a run. Nothing here may be changed by a layer.
+
+    ``history`` holds the most recent completed calls, oldest first, bounded in length.
+    ``same_args(fp)`` returns the completed calls in ``history`` with that argument fingerprint,
+    oldest first, without scanning the whole history.
+    """
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def calls(self) -> int: ...
+    @property
+    def errors(self) -> int: ...
+    @property
+    def consecutive_errors(self) -> int: ...
+    @property
+    def cost(self) -> float: ...
+    @property
+    def turn_calls(self) -> int: ...
+    @property
+    def history(self) -> Sequence[CallRecord]: ...
+
+    def calls_of(self, fn: str) -> int: ...
+    def elapsed(self) -> float: ...
+    def same_args(self, args_fp: bytes) -> Sequence[CallRecord]: ...
+
+
+@runtime_checkable
+class Layer(Protocol):
+    """A detection layer: look at the run and the call about to happen, return a detection or None.
+
+    Layers hold no mutable state (the run does), so one instance can serve every run and thread.
+    ``history_needed`` tells the run how many completed calls to keep for this layer.
+
+    Example of a custom layer::
+
+        @dataclass(frozen=True, slots=True)
+        class NoDeletes:
+            name: ClassVar[str] = "no_deletes"
+            history_needed: ClassVar[int] = 0
+
+            def check(self, run: RunView, call: Call) -> Detection | None:
+                if call.fn.startswith("delete_") and run.calls_of(call.fn) >= 1:
+                    return Detection(layer=self.name, fn=call.fn, message="Delete once only.")
+                return None
+    """
+
+    name: ClassVar[str]
+
+    def check(self, run: RunView, call: Call) -> Detection | None: ...
+
+
+class LayerSettings:
+    """Mixin of class-level facts about a built-in layer's settings.
+
+    ``section`` is the fuze.toml table its keys live in; ``scope`` is ``"run"`` for settings that
+    only make sense for a whole run (they cannot be set per function).
+    """
+
+    __slots__ = ()
+
+    name: ClassVar[str]
+    section: ClassVar[Section] = "loop_detection"
+    scope: ClassVar[Scope] = "function"
+
+    @property
+    def history_needed(self) -> int:
+        return 0
+
+
+FeatureFn = Callable[[Any], Any]

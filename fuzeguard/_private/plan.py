@@ -1,0 +1,183 @@
+"""What a guard resolves once per configuration: its settings, layer stack, ladder and binder."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from blake3 import blake3
+
+from fuzeguard._private.config import Config
+from fuzeguard._private.exceptions import ConfigError
+from fuzeguard._private.fingerprint import FINGERPRINT_BYTES, encode
+from fuzeguard._private.layer import Layer
+from fuzeguard._private.settings import Settings
+
+_EMPTY = inspect.Parameter.empty
+_POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+
+
+def is_context_annotation(annotation: Any) -> bool:
+    """True for framework context parameters (types named ``*Context`` / ``*ContextWrapper``)."""
+    if annotation is _EMPTY or annotation is None:
+        return False
+    if isinstance(annotation, str):
+        text = annotation.replace(" ", "")
+        for part in text.replace("|", ",").replace("[", ",").replace("]", ",").split(","):
+            base = part.rsplit(".", 1)[-1]
+            if base.endswith(("Context", "ContextWrapper")):
+                return True
+            if part.startswith(("Optional", "Union")):
+                continue
+            if base:
+                break
+        return False
+    origin = typing.get_origin(annotation)
+    if origin is typing.Union or (origin is not None and type(annotation).__name__ == "UnionType"):
+        return any(is_context_annotation(a) for a in typing.get_args(annotation) if a is not type(None))
+    target = origin if origin is not None else annotation
+    name = getattr(target, "__name__", "") or ""
+    return name.endswith(("Context", "ContextWrapper"))
+
+
+class Binder:
+    """Turns ``(args, kwargs)`` into the named arguments that are fingerprinted.
+
+    ``f(1, b=2)``, ``f(a=1, b=2)`` and ``f(b=2, a=1)`` give the same mapping; defaults are filled
+    in; context parameters, ``ignore_args`` and a method's ``self``/``cls`` are left out.
+    """
+
+    __slots__ = ("defaults", "excluded", "fast", "nparams", "positional", "signature")
+
+    def __init__(self, fn: Callable[..., Any], ignore: tuple[str, ...]) -> None:
+        try:
+            self.signature: inspect.Signature | None = inspect.signature(fn)
+        except (TypeError, ValueError):
+            self.signature = None
+        params = list(self.signature.parameters.values()) if self.signature else []
+        excluded = set(ignore)
+        for i, p in enumerate(params):
+            if is_context_annotation(p.annotation):
+                excluded.add(p.name)
+            if i == 0 and p.name in ("self", "cls") and not inspect.ismethod(fn):
+                excluded.add(p.name)
+        self.excluded = frozenset(excluded)
+        self.fast = self.signature is not None and all(
+            p.kind in _POSITIONAL or p.kind is inspect.Parameter.KEYWORD_ONLY for p in params
+        )
+        self.positional = tuple(p.name for p in params if p.kind in _POSITIONAL)
+        self.defaults = {p.name: p.default for p in params if p.default is not _EMPTY}
+        self.nparams = len(params)
+
+    def arguments(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> dict[str, Any]:
+        if self.fast and len(args) <= len(self.positional):
+            bound = dict(zip(self.positional, args))
+            if kwargs:
+                bound.update(kwargs)
+            if len(bound) < self.nparams:
+                for key, value in self.defaults.items():
+                    bound.setdefault(key, value)
+        else:
+            bound = self._slow(args, kwargs)
+        if self.excluded:
+            for key in self.excluded:
+                bound.pop(key, None)
+        return bound
+
+    def _slow(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> dict[str, Any]:
+        if self.signature is not None:
+            try:
+                ba = self.signature.bind(*args, **kwargs)
+            except TypeError:
+                pass  # the call itself will raise the right TypeError
+            else:
+                ba.apply_defaults()
+                out: dict[str, Any] = {}
+                for name, value in ba.arguments.items():
+                    kind = self.signature.parameters[name].kind
+                    if kind is inspect.Parameter.VAR_KEYWORD:
+                        out.update(value)
+                    else:
+                        out[name] = value
+                return out
+        return {"*args": args, "**kwargs": dict(kwargs)}
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """A guard's resolved behaviour under one configuration."""
+
+    name: str
+    settings: Settings
+    layers: tuple[Layer, ...]
+    ladder: tuple[Any, ...]
+    binder: Binder
+    prefix: bytes
+    volatile: frozenset[str]
+    history_needed: int
+    observe: bool
+    off: bool
+    result_features: tuple[tuple[str, Callable[[Any, BaseException | None], Any]], ...]
+
+    def fingerprint_args(self, arguments: Mapping[str, Any]) -> bytes:
+        return blake3(self.prefix + encode(arguments)).digest(FINGERPRINT_BYTES)
+
+
+def build_plan(
+    fn: Callable[..., Any],
+    name: str,
+    config: Config,
+    options: Mapping[str, Any],
+    layer_objects: tuple[Any, ...] | None,
+) -> Plan:
+    """Resolve a guard's settings (defaults < file < [functions.NAME] < code) into a plan."""
+    from fuzeguard.layers import BUILTIN_LAYERS
+
+    values = config.settings_for(name)
+    values.update(options)
+    settings = Settings(**{f.name: values[f.name] for f in dataclasses.fields(Settings)})
+    exempt = set(settings.exempt_from)
+    chosen = layer_objects if layer_objects is not None else settings.layers
+    layers: list[Layer] = []
+    for item in chosen:
+        if isinstance(item, str):
+            if item in exempt:
+                continue
+            cls = BUILTIN_LAYERS[item]
+            kwargs = {f.name: values[f.name] for f in dataclasses.fields(cls) if f.name in values}
+            try:
+                layers.append(cls(**kwargs))
+            except ValueError as exc:
+                raise ConfigError(f"guard({name}): {exc}") from None
+        else:
+            if getattr(item, "name", None) in exempt:
+                continue
+            if not callable(getattr(item, "check", None)):
+                raise TypeError(
+                    f"guard({name}): layers= items must be layer names or objects with a "
+                    f"check(run, call) method, got {item!r}"
+                )
+            layers.append(item)
+    needed = max((int(getattr(layer, "history_needed", 0)) for layer in layers), default=0)
+    features = tuple(
+        (layer.name, layer.observe_result)  # type: ignore[attr-defined]
+        for layer in layers
+        if callable(getattr(layer, "observe_result", None))
+    )
+    return Plan(
+        name=name,
+        settings=settings,
+        layers=tuple(layers),
+        ladder=settings.on_loop,
+        binder=Binder(fn, settings.ignore_args),
+        prefix=encode(name) + b"\x00",
+        volatile=frozenset(k.lower() for k in settings.volatile_keys),
+        history_needed=needed,
+        observe=settings.enabled == "observe",
+        off=settings.enabled is False,
+        result_features=features,
+    )

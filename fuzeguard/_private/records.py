@@ -1,0 +1,119 @@
+"""The data that leaves the core: calls, records, detections, decisions and stats.
+
+All of them are frozen, slotted dataclasses: safe to keep, share between threads and log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Action = Literal["kill", "warn", "skip"]
+Kind = Literal["loop", "warning", "limit"]
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """A call about to happen, as the layers see it.
+
+    ``index`` is its 1-based position among the run's calls; ``args_fp`` the fingerprint of its bound
+    arguments (context objects and ``ignore_args`` left out); ``arguments`` the bound arguments
+    themselves, for layers that compare text.
+    """
+
+    fn: str
+    index: int
+    args_fp: bytes
+    arguments: Mapping[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class CallRecord:
+    """What a completed call leaves in the run's history.
+
+    ``result_fp`` is the fingerprint of the result with volatile fields removed, or of the error;
+    ``None`` means the outcome is unknown (a replayed trace line without one). ``error`` is the
+    error's class name for a failed call. ``start`` is seconds since the run started. ``features``
+    holds what layers asked to keep about the result (for example its text), keyed by layer name.
+    """
+
+    fn: str
+    index: int
+    args_fp: bytes
+    result_fp: bytes | None
+    error: str | None = None
+    cost: float | None = None
+    start: float = 0.0
+    duration: float | None = None
+    features: Mapping[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Detection:
+    """A layer's finding that the call about to happen is part of a loop (or breaks a limit).
+
+    Layers fill in what they know; the guard completes ``run_id``, ``call_index`` and ``action``.
+    ``kind`` is ``"loop"`` (handled by ``on_loop``), ``"warning"`` (an early warning: always just
+    warns) or ``"limit"`` (a budget: always ends the run). ``pattern`` identifies what repeats, so
+    that an escalation ladder can step when the same pattern is detected again. ``message`` is
+    written for the model: it says what happened and what to do instead.
+    """
+
+    layer: str
+    fn: str
+    message: str
+    count: int | None = None
+    threshold: float | None = None
+    similarity: float | None = None
+    kind: Kind = "loop"
+    pattern: Hashable = None
+    run_id: str = ""
+    call_index: int = 0
+    action: Action | Literal["observe", ""] = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """What the guard does with a call: ``"call"`` it, ``"warn"`` and call it, ``"skip"`` or ``"kill"``.
+
+    ``detection`` is the one that chose the action; ``detections`` all that fired.
+    """
+
+    action: Literal["call", "warn", "skip", "kill"]
+    index: int
+    detection: Detection | None = None
+    detections: tuple[Detection, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class LimitUsage:
+    """How much of one limit a run has used; ``limit`` is ``None`` when the limit is off."""
+
+    used: float
+    limit: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class RunStats:
+    """A snapshot of a run's usage: the ``/stats`` of a session.
+
+    ``calls`` counts executed calls, ``skipped`` the calls a ``skip`` action answered instead.
+    """
+
+    run_id: str
+    name: str | None
+    calls: int
+    calls_by_fn: Mapping[str, int]
+    skipped: int
+    errors: int
+    consecutive_errors: int
+    cost: float
+    elapsed: float
+    turn: int
+    turn_calls: int
+    resets: int
+    detections: int
+    detections_by_layer: Mapping[str, int]
+    killed: bool
+    limits: Mapping[str, LimitUsage]

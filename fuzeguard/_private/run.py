@@ -1,0 +1,410 @@
+"""Runs: the unit loops are judged in, kept in a context variable.
+
+A run owns all mutable state (history, counters, escalation steps) behind one lock; layers only
+read it through the ``RunView`` methods below.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar
+
+from fuzeguard._private.config import Config, discovered_config, validate_code_options
+from fuzeguard._private.core import decide, pattern_key
+from fuzeguard._private.exceptions import FuzeguardError
+from fuzeguard._private.records import Call, CallRecord, Decision, Detection, LimitUsage, RunStats
+
+if TYPE_CHECKING:
+    from fuzeguard._private.plan import Plan
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+_current: contextvars.ContextVar[Run | None] = contextvars.ContextVar("fuzeguard_run", default=None)
+_implicit: Run | None = None
+_implicit_lock = threading.Lock()
+
+MIN_HISTORY = 32
+MAX_PATTERNS = 4096
+MAX_KEPT_DETECTIONS = 100
+
+DetectHook = Callable[[Detection], object]
+
+
+class Recorder(Protocol):
+    """Receives every call of a run as it completes or is refused (see ``trace.py``)."""
+
+    def write_call(
+        self, call: Call, record: CallRecord, decision: Decision, result: Any, error: BaseException | None
+    ) -> None: ...
+
+    def write_refused(self, call: Call, decision: Decision) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def current_run() -> Run:
+    """The run the current context belongs to, or the implicit process-wide run if none is open."""
+    run = _current.get()
+    return run if run is not None else implicit_run()
+
+
+def implicit_run() -> Run:
+    """The process-wide run that calls made outside any ``fuzeguard.run()`` go to."""
+    global _implicit
+    if _implicit is None:
+        with _implicit_lock:
+            if _implicit is None:
+                _implicit = Run("implicit")
+    return _implicit
+
+
+def _reset_implicit_run() -> None:
+    global _implicit
+    with _implicit_lock:
+        if _implicit is not None:
+            _implicit.close()
+        _implicit = None
+
+
+class Run:
+    """One agent task, request or conversation turn: the unit loops are judged in.
+
+    Open one with ``fuzeguard.run()``; use it as ``with`` or ``async with``. Calls made in asyncio
+    tasks started inside it belong to it; for threads use ``run.bind(fn)`` or
+    ``ThreadPoolExecutor(initializer=run.attach)``.
+    """
+
+    def __init__(
+        self,
+        name: str | None = None,
+        *,
+        config: Config | str | Any = None,
+        on_detect: DetectHook | Iterable[DetectHook] | None = None,
+        **settings: Any,
+    ) -> None:
+        self.name = name
+        self.id = uuid.uuid4().hex[:12]
+        self.config = _as_config(config)
+        if settings:
+            self.config = self.config.with_values(
+                validate_code_options(settings, "fuzeguard.run()", run_scope=True)
+            )
+        self.hooks: tuple[DetectHook, ...] = _as_hooks(on_detect)
+        self.started_at = time.time()
+        self._lock = threading.Lock()
+        self._tokens: list[contextvars.Token[Run | None]] = []
+        self._capacity = MIN_HISTORY
+        self._recorder: Recorder | None = None
+        self._recorder_ready = False
+        self.resets = 0
+        self._clear()
+
+    def _clear(self) -> None:
+        self._history: deque[CallRecord] = deque(maxlen=self._capacity)
+        self._by_args: dict[bytes, deque[CallRecord]] = {}
+        self._calls_by_fn: dict[str, int] = {}
+        self._attempts = 0
+        self._calls = 0
+        self._skipped = 0
+        self._errors = 0
+        self._consecutive_errors = 0
+        self._cost = 0.0
+        self._turn = 1
+        self._turn_calls = 0
+        self._start = time.monotonic()
+        self._killed: Detection | None = None
+        self._hits: dict[Hashable, int] = {}
+        self._detections = 0
+        self._detections_by_layer: dict[str, int] = {}
+        self._kept: deque[Detection] = deque(maxlen=MAX_KEPT_DETECTIONS)
+
+    # ------------------------------------------------------------------ context management
+
+    def __enter__(self) -> Run:
+        self._tokens.append(_current.set(self))
+        return self
+
+    def __exit__(
+        self, tp: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        _current.reset(self._tokens.pop())
+        if not self._tokens:
+            self.close()
+
+    async def __aenter__(self) -> Run:
+        return self.__enter__()
+
+    async def __aexit__(
+        self, tp: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.__exit__(tp, exc, tb)
+
+    def attach(self) -> None:
+        """Make this run current in the calling thread's context, for good.
+
+        Meant as a thread pool initializer: ``ThreadPoolExecutor(initializer=run.attach)`` makes
+        every task on that pool's threads belong to this run.
+        """
+        _current.set(self)
+
+    def bind(self, fn: Callable[P, R]) -> Callable[P, R]:
+        """Wrap ``fn`` so that it runs inside this run in whatever thread calls it.
+
+        ``executor.submit(run.bind(tool), arg)`` or ``threading.Thread(target=run.bind(work))``.
+        """
+
+        def bound(*args: P.args, **kwargs: P.kwargs) -> R:
+            token = _current.set(self)
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                _current.reset(token)
+
+        return bound
+
+    def close(self) -> None:
+        """Flush and close the run's trace, if any. Called when the outermost ``with`` exits."""
+        with self._lock:
+            recorder, self._recorder, self._recorder_ready = self._recorder, None, False
+        if recorder is not None:
+            recorder.close()
+
+    # ------------------------------------------------------------------ the read-only view
+
+    @property
+    def calls(self) -> int:
+        """Calls executed so far (skipped and killed calls are not counted)."""
+        return self._calls
+
+    @property
+    def errors(self) -> int:
+        return self._errors
+
+    @property
+    def consecutive_errors(self) -> int:
+        return self._consecutive_errors
+
+    @property
+    def cost(self) -> float:
+        return self._cost
+
+    @property
+    def turn_calls(self) -> int:
+        return self._turn_calls
+
+    @property
+    def history(self) -> Sequence[CallRecord]:
+        return self._history
+
+    @property
+    def killed(self) -> Detection | None:
+        """The detection that ended the run, or None while it is alive."""
+        return self._killed
+
+    @property
+    def detections(self) -> tuple[Detection, ...]:
+        """The most recent detections (up to 100), oldest first."""
+        return tuple(self._kept)
+
+    def calls_of(self, fn: str) -> int:
+        return self._calls_by_fn.get(fn, 0)
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self._start
+
+    def same_args(self, args_fp: bytes) -> Sequence[CallRecord]:
+        return self._by_args.get(args_fp, ())
+
+    # ------------------------------------------------------------------ user controls
+
+    def stats(self) -> RunStats:
+        """Calls in total and per function, errors, cost, time, detections, and limit usage."""
+        values = self.config.settings_for(None)
+        with self._lock:
+            busiest = max(self._calls_by_fn.values(), default=0)
+            limits = {
+                "max_calls": LimitUsage(self._calls, values["max_calls"]),
+                "max_calls_per_turn": LimitUsage(self._turn_calls, values["max_calls_per_turn"]),
+                "max_duration": LimitUsage(self.elapsed(), values["max_duration"]),
+                "max_errors": LimitUsage(self._errors, values["max_errors"]),
+                "max_consecutive_errors": LimitUsage(
+                    self._consecutive_errors, values["max_consecutive_errors"]
+                ),
+                "max_cost": LimitUsage(self._cost, values["max_cost"]),
+                "max_iterations": LimitUsage(busiest, values["max_iterations"]),
+                "max_resets": LimitUsage(self.resets, values["max_resets"]),
+            }
+            return RunStats(
+                run_id=self.id,
+                name=self.name,
+                calls=self._calls,
+                calls_by_fn=dict(self._calls_by_fn),
+                skipped=self._skipped,
+                errors=self._errors,
+                consecutive_errors=self._consecutive_errors,
+                cost=self._cost,
+                elapsed=self.elapsed(),
+                turn=self._turn,
+                turn_calls=self._turn_calls,
+                resets=self.resets,
+                detections=self._detections,
+                detections_by_layer=dict(self._detections_by_layer),
+                killed=self._killed is not None,
+                limits=limits,
+            )
+
+    def reset(self) -> None:
+        """Clear history, counters, the clock and a kill: a fresh start (``/clear``).
+
+        Allowed ``max_resets`` times per run (2 by default); the next one raises FuzeguardError.
+        """
+        limit = self.config.settings_for(None)["max_resets"]
+        with self._lock:
+            if self.resets >= limit:
+                raise FuzeguardError(
+                    f"run {self.name or self.id} was already reset {self.resets} times, its "
+                    f"max_resets = {limit}; open a new run with fuzeguard.run() instead"
+                )
+            self.resets += 1
+            self._clear()
+
+    def end_turn(self) -> None:
+        """End the current turn: per-turn counters (``max_calls_per_turn``) start again."""
+        with self._lock:
+            self._turn += 1
+            self._turn_calls = 0
+
+    # ------------------------------------------------------------------ used by guards
+
+    def _decide(self, plan: Plan, args_fp: bytes, arguments: Any) -> tuple[Call, Decision]:
+        with self._lock:
+            if self._killed is not None:
+                call = Call(plan.name, self._attempts + 1, args_fp, arguments)
+                return call, Decision("kill", call.index, self._killed, ())
+            if plan.history_needed > self._capacity:
+                self._grow(plan.history_needed)
+            self._attempts += 1
+            call = Call(plan.name, self._attempts, args_fp, arguments)
+            if not plan.layers:
+                decision = Decision("call", call.index)
+            else:
+                decision = decide(
+                    self, call, plan.layers, plan.ladder, self._hit_count, observe=plan.observe
+                )
+            if decision.detections:
+                self._note(decision)
+            action = decision.action
+            if action == "call" or action == "warn":
+                self._calls += 1
+                self._calls_by_fn[call.fn] = self._calls_by_fn.get(call.fn, 0) + 1
+                self._turn_calls += 1
+            elif action == "skip":
+                self._skipped += 1
+            else:
+                self._killed = decision.detection
+            return call, decision
+
+    def _hit_count(self, key: Hashable) -> int:
+        return self._hits.get(key, 0)
+
+    def _note(self, decision: Decision) -> None:
+        for detection in decision.detections:
+            self._detections += 1
+            by_layer = self._detections_by_layer
+            by_layer[detection.layer] = by_layer.get(detection.layer, 0) + 1
+            self._kept.append(detection)
+            if detection.kind == "loop":
+                key = pattern_key(detection)
+                hits = self._hits
+                hits[key] = hits.pop(key, 0) + 1  # re-insert: most recently seen last
+                if len(hits) > MAX_PATTERNS:
+                    del hits[next(iter(hits))]
+
+    def _grow(self, needed: int) -> None:
+        self._capacity = needed
+        self._history = deque(self._history, maxlen=needed)
+
+    def _complete(self, record: CallRecord) -> None:
+        with self._lock:
+            history = self._history
+            if len(history) == history.maxlen:
+                old = history[0]
+                same = self._by_args.get(old.args_fp)
+                if same is not None:
+                    if same and same[0] is old:
+                        same.popleft()
+                    else:
+                        try:
+                            same.remove(old)
+                        except ValueError:
+                            pass
+                    if not same:
+                        del self._by_args[old.args_fp]
+            history.append(record)
+            same = self._by_args.get(record.args_fp)
+            if same is None:
+                self._by_args[record.args_fp] = same = deque()
+            same.append(record)
+            if record.error is not None:
+                self._errors += 1
+                self._consecutive_errors += 1
+            else:
+                self._consecutive_errors = 0
+            if record.cost:
+                self._cost += record.cost
+
+    def _recorder_for(self, settings_trace: str | None) -> Recorder | None:
+        if self._recorder_ready:
+            return self._recorder
+        with self._lock:
+            if not self._recorder_ready:
+                self._recorder_ready = True
+                if settings_trace:
+                    from fuzeguard._private.trace import open_recorder
+
+                    self._recorder = open_recorder(settings_trace, self)
+        return self._recorder
+
+    def __repr__(self) -> str:
+        state = "killed" if self._killed is not None else "open"
+        return f"<Run {self.name or self.id} {state} calls={self._calls}>"
+
+
+def _as_config(config: Any) -> Config:
+    if config is None:
+        return discovered_config()
+    if isinstance(config, Config):
+        return config
+    if isinstance(config, dict):
+        return Config.from_dict(config)
+    return Config.load(config)
+
+
+def _as_hooks(hooks: DetectHook | Iterable[DetectHook] | None) -> tuple[DetectHook, ...]:
+    if hooks is None:
+        return ()
+    if callable(hooks):
+        return (hooks,)
+    return tuple(hooks)
+
+
+def run(
+    name: str | None = None,
+    *,
+    config: Config | str | Any = None,
+    on_detect: DetectHook | Iterable[DetectHook] | None = None,
+    **settings: Any,
+) -> Run:
+    """Open a run: ``with fuzeguard.run("ticket-4711") as run: ...`` (or ``async with``).
+
+    ``config`` is a ``Config``, a path to a TOML file, or a TOML-shaped dict; by default the
+    discovered fuze.toml. Keyword settings (``max_calls=50``, ``trace="traces/"``) override it.
+    """
+    return Run(name, config=config, on_detect=on_detect, **settings)

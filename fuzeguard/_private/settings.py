@@ -1,0 +1,95 @@
+"""The core settings: actions, modes, fingerprinting and recording options (``[defaults]``).
+
+Layer thresholds live on the layers themselves (``fuzeguard.layers``); together these dataclasses
+are the single source of every default.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from fuzeguard._private.layer import Scope, Section, setting
+
+VOLATILE_KEYS = (
+    "id", "request_id", "requestid", "x-request-id", "trace_id", "span_id", "correlation_id",
+    "timestamp", "ts", "created", "created_at", "updated_at", "modified_at", "last_modified",
+    "expires_at", "pid", "duration", "duration_ms", "elapsed", "elapsed_ms", "latency",
+    "latency_ms", "took", "etag", "nonce",
+)
+
+DEFAULT_LAYERS = ("iterations", "dedup", "limits")
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Core settings of a guard; see ``docs/configuration.md`` for each key."""
+
+    section: ClassVar[Section] = "defaults"
+    scope: ClassVar[Scope] = "function"
+
+    enabled: bool | str = setting(
+        True, type="enabled", origin="fuzeguard",
+        doc='true: act on detections; "observe": only log what would fire; false: no guarding.',
+    )
+    on_loop: tuple[str, ...] = setting(
+        ("kill",), type="actions", origin="Fuze (kill_on_loop = true); ladder from OpenFang/Hermes",
+        doc='"kill", "warn" or "skip", or a ladder such as ["warn", "skip", "kill"] that steps on '
+        "each repeated detection of the same pattern. kill_on_loop = true/false is shorthand for "
+        '"kill"/"warn".',
+    )
+    layers: tuple[str, ...] = setting(
+        DEFAULT_LAYERS, type="strs", origin="fuzeguard",
+        doc="Which layers run, by name.",
+    )
+    exempt_from: tuple[str, ...] = setting(
+        (), type="strs", origin="OpenFang/Hermes exempt_tools",
+        doc="Layers a function is exempt from (for pollers: [\"dedup\", \"progress\"]).",
+    )
+    ignore_args: tuple[str, ...] = setting(
+        (), type="strs", origin="fuzeguard",
+        doc="Argument names left out of the fingerprint (passed through untouched).",
+    )
+    volatile_keys: tuple[str, ...] = setting(
+        VOLATILE_KEYS, type="strs", origin="fuzeguard",
+        doc="Result keys (any depth, case-insensitive) ignored when comparing results.",
+    )
+    cost: Any = setting(
+        None, type="float", minimum=0, optional=True, origin="Fuze layer 3",
+        doc="Cost of one call: a number (in code also a function of the result).",
+    )
+    skip_value: Any = setting(
+        None, type="any", optional=True, origin="Fuze skip action",
+        doc="What a skipped call returns instead (in code also a function of the detection); "
+        "default: the detection's message.",
+    )
+    fail_closed: bool = setting(
+        False, type="bool", origin="fuzeguard",
+        doc="If fuzeguard itself fails, refuse the call instead of running it unguarded.",
+    )
+    log_values: bool = setting(
+        False, type="bool", origin="fuzeguard",
+        doc="Log raw arguments with detections (off: they may be sensitive; fingerprints are logged).",
+    )
+    max_resets: int = setting(
+        2, type="int", minimum=0, origin="groq-code-cli", scope="run",
+        doc="How many times run.reset() may clear a run.",
+    )
+    trace: str | None = setting(
+        None, type="path", optional=True, origin="fuzeguard", scope="run",
+        doc="Append every call to this JSON Lines file, or to a file per run in this directory.",
+    )
+    redact: tuple[str, ...] = setting(
+        (), type="strs", origin="fuzeguard",
+        doc="Argument names whose values are replaced by \"[redacted]\" in traces.",
+    )
+    record_args: bool = setting(
+        True, type="bool", origin="fuzeguard", doc="Write arguments to traces."
+    )
+    record_results: bool = setting(
+        True, type="bool", origin="fuzeguard", doc="Write results to traces."
+    )
+    trace_max_result_bytes: int = setting(
+        65536, type="int", minimum=0, origin="fuzeguard",
+        doc="Results longer than this are truncated in traces (their fingerprint stays whole).",
+    )

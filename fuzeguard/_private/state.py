@@ -1,0 +1,14 @@
+"""Process-wide switches used by ``fuzeguard.testing``: a mode override and detection captures."""
+
+from __future__ import annotations
+
+import threading
+from typing import Literal
+
+from fuzeguard._private.records import Detection
+
+Mode = Literal["off", "observe"]
+
+mode_override: Mode | None = None
+captures: list[list[Detection]] = []
+lock = threading.Lock()
