@@ -105,7 +105,7 @@ def _did_you_mean(word: str, candidates: Iterable[str]) -> str:
 # --------------------------------------------------------------------------- value coercion
 
 _DURATION_PART = re.compile(
-    r"(\d+(?:\.\d+)?)\s*(ms|seconds?|secs?|s|minutes?|mins?|m|hours?|hrs?|h|days?|d)\b\s*"
+    r"(\d+(?:\.\d+)?)\s*(ms|seconds?|secs?|s|minutes?|mins?|m|hours?|hrs?|h|days?|d)(?![a-z])\s*"
 )
 _DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 

@@ -1,0 +1,31 @@
+"""Shared fixtures: every test starts with no config discovered from the environment, a fresh
+implicit run and no testing mode left over from another test."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from fuzeguard import Config
+from fuzeguard._private import state
+from fuzeguard.testing import reset_implicit_run
+
+
+@pytest.fixture(autouse=True)
+def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
+    for name in ("FUZE_CONFIG", "FUZE_ENV", "FUZE_TRACE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(tmp_path)
+    reset_implicit_run()
+    state.mode_override = None
+    yield
+    state.mode_override = None
+    reset_implicit_run()
+
+
+@pytest.fixture
+def defaults() -> Config:
+    """The built-in defaults, independent of any fuze.toml."""
+    return Config()

@@ -1,0 +1,214 @@
+"""Layers 1 and 2: the iteration cap and result-aware dedup (Fuze layers 1-2, OpenFang/Hermes)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import fuzeguard
+from fuzeguard import Detection, LoopDetected, guard
+from fuzeguard.layers import Dedup, Iterations
+from fuzeguard.testing import capture_detections
+
+
+def calls_until_killed(tool: Any, args: list[Any]) -> int | None:
+    """Make the calls in order; return the 1-based index of the call that was killed."""
+    with fuzeguard.run():
+        for i, a in enumerate(args, start=1):
+            try:
+                tool(a)
+            except LoopDetected:
+                return i
+    return None
+
+
+def test_iterations_kills_the_call_after_max_iterations() -> None:
+    """Fuze layer 1: a function called more than max_iterations (25) times in a run is killed."""
+    tool = guard(lambda x: x, name="tool")
+    assert calls_until_killed(tool, list(range(30))) == 26
+
+
+def test_iterations_counts_per_function() -> None:
+    """Fuze layer 1 counts each function on its own."""
+    a = guard(lambda x: x, name="a", max_iterations=2)
+    b = guard(lambda x: x, name="b", max_iterations=2)
+    with fuzeguard.run() as r:
+        a(1), b(1), a(2), b(2)
+        with pytest.raises(LoopDetected):
+            b(3)
+    assert r.stats().calls_by_fn == {"a": 2, "b": 2}
+
+
+def test_iterations_detection_reports_count_and_threshold() -> None:
+    tool = guard(lambda x: x, name="tool", max_iterations=3)
+    with fuzeguard.run(), pytest.raises(LoopDetected) as info:
+        for i in range(4):
+            tool(i)
+    d = info.value.detection
+    assert (d.layer, d.count, d.threshold, d.call_index) == ("iterations", 4, 3, 4)
+    assert "`tool`" in d.message
+
+
+def test_dedup_kills_the_fourth_identical_call_with_fuze_defaults() -> None:
+    """Fuze layer 2: window_size 10, repeat_threshold 3: the 4th identical call is a loop."""
+    search = guard(lambda q: "same results", name="search")
+    assert calls_until_killed(search, ["q"] * 10) == 4
+
+
+def test_dedup_warns_early_at_the_third_identical_call() -> None:
+    """OpenFang/Hermes: 'same hash 3+ times' warns; so the 3rd identical call with an unchanged
+    result gets a warning before Fuze's threshold acts on the 4th."""
+    search = guard(lambda q: "same results", name="search")
+    with capture_detections() as found, fuzeguard.run(), pytest.raises(LoopDetected):
+        for _ in range(4):
+            search("q")
+    assert [(d.call_index, d.kind, d.action) for d in found] == [(3, "warning", "warn"), (4, "loop", "kill")]
+
+
+def test_dedup_early_warning_can_be_switched_off() -> None:
+    search = guard(lambda q: "r", name="search", repeat_warn_threshold=0)
+    with capture_detections() as found, fuzeguard.run(), pytest.raises(LoopDetected):
+        for _ in range(4):
+            search("q")
+    assert [d.call_index for d in found] == [4]
+
+
+def test_dedup_only_counts_inside_the_window() -> None:
+    """Fuze layer 2 sliding window: repeats spread over more than window_size calls are fine."""
+    search = guard(lambda q: f"r-{q}", name="search", max_iterations=1000)
+    args = []
+    for _ in range(10):
+        args += ["same", *[f"other{i}" for i in range(len(args), len(args) + 4)]]
+    assert calls_until_killed(search, args) is None
+
+
+def test_dedup_result_aware_repeat_with_changing_result_is_progress() -> None:
+    """Polling a status that changes, re-running tests after edits: not a loop."""
+    states = iter(["queued", "running", "running 40%", "running 80%", "done", "done2", "x", "y"])
+    poll = guard(lambda job: next(states), name="poll")
+    assert calls_until_killed(poll, ["job-1"] * 8) is None
+
+
+def test_dedup_result_aware_counts_the_streak_since_the_result_last_changed() -> None:
+    results = iter(["a", "b", "c", "c", "c", "c", "c"])
+    poll = guard(lambda job: next(results), name="poll", repeat_warn_threshold=0)
+    # calls 3,4,5 return "c": the 6th would be the 4th call in a row with the same answer
+    assert calls_until_killed(poll, ["job"] * 7) == 6
+
+
+def test_dedup_plain_mode_counts_arguments_only() -> None:
+    """Fuze's plain behaviour: result_aware = false."""
+    results = iter(range(100))
+    poll = guard(lambda job: next(results), name="poll", result_aware=False)
+    assert calls_until_killed(poll, ["job"] * 10) == 4
+
+
+def test_dedup_counts_unknown_results_as_repeats() -> None:
+    """A call whose outcome is unknown (e.g. it failed oddly) is not evidence of progress."""
+    from fuzeguard._private.records import Call, CallRecord
+
+    class View:
+        id = "r"
+
+        def __init__(self, records: list[CallRecord]) -> None:
+            self.records = records
+
+        def same_args(self, fp: bytes) -> list[CallRecord]:
+            return [r for r in self.records if r.args_fp == fp]
+
+    records = [CallRecord("f", i, b"fp", None) for i in range(1, 4)]
+    d = Dedup().check(View(records), Call("f", 4, b"fp"))  # type: ignore[arg-type]
+    assert d is not None and d.kind == "loop" and d.count == 4
+
+
+def test_dedup_treats_a_repeated_error_as_the_same_result() -> None:
+    """Hermes: 'retrying a terminal command that keeps failing'."""
+
+    @guard
+    def terminal(cmd: str) -> str:
+        raise PermissionError("permission denied")
+
+    with fuzeguard.run(), capture_detections() as found:
+        with pytest.raises(LoopDetected):
+            for _ in range(5):
+                try:
+                    terminal("make deploy")
+                except OSError:
+                    pass
+    assert [d.call_index for d in found] == [3, 4]
+
+
+def test_dedup_message_is_written_for_the_model() -> None:
+    search = guard(lambda q: "r", name="web_search")
+    with fuzeguard.run(), pytest.raises(LoopDetected) as info:
+        for _ in range(4):
+            search("q")
+    assert info.value.detection.message == (
+        "You called `web_search` with the same arguments 4 times and got the same result each "
+        "time. Try different arguments or another tool."
+    )
+
+
+def test_dedup_warn_threshold_above_the_hard_one_is_refused() -> None:
+    with pytest.raises(ValueError, match="repeat_warn_threshold"):
+        Dedup(repeat_threshold=3, repeat_warn_threshold=4)
+
+
+def test_layers_are_frozen_and_hold_no_state() -> None:
+    layer = Iterations(max_iterations=3)
+    with pytest.raises(AttributeError):
+        layer.max_iterations = 4  # type: ignore[misc]
+    assert not hasattr(layer, "__dict__")
+
+
+def test_exempt_function_is_not_checked_by_the_exempted_layer() -> None:
+    """OpenFang/Hermes exempt_tools: status polls may repeat."""
+    poll = guard(lambda job: "running", name="check_status", exempt_from=["dedup"])
+    assert calls_until_killed(poll, ["j"] * 20) is None
+
+
+def test_function_gets_its_own_thresholds() -> None:
+    poll = guard(lambda job: job, name="check_status", max_iterations=200)
+    assert calls_until_killed(poll, list(range(150))) is None
+
+
+def test_layer_objects_can_be_passed_in_code() -> None:
+    tool = guard(lambda x: "r", name="tool", layers=[Dedup(repeat_threshold=1, repeat_warn_threshold=0)])
+    assert calls_until_killed(tool, ["a", "a"]) == 2
+
+
+def test_custom_layer_written_against_the_protocol_runs() -> None:
+    from dataclasses import dataclass
+    from typing import ClassVar
+
+    from fuzeguard import Call
+    from fuzeguard.layers import RunView
+
+    @dataclass(frozen=True, slots=True)
+    class NoDeletesAfterErrors:
+        name: ClassVar[str] = "no_deletes_after_errors"
+
+        def check(self, run: RunView, call: Call) -> Detection | None:
+            if call.fn.startswith("delete") and run.errors:
+                return Detection(layer=self.name, fn=call.fn, message="Do not delete after an error.")
+            return None
+
+    @guard(layers=["iterations", NoDeletesAfterErrors()])
+    def delete_rows(table: str) -> None:
+        raise OSError("db locked")
+
+    with fuzeguard.run(), pytest.raises(LoopDetected) as info:
+        for _ in range(2):
+            try:
+                delete_rows("users")
+            except OSError:
+                pass
+    assert info.value.detection.layer == "no_deletes_after_errors"
+    assert info.value.detection.call_index == 2
+
+
+def test_a_layer_object_without_check_is_refused() -> None:
+    tool = guard(lambda x: x, name="tool", layers=[object()])
+    with fuzeguard.run(), pytest.raises(TypeError, match="check"):
+        tool.guard.plan(fuzeguard.current_run().config)  # type: ignore[attr-defined]
