@@ -6,7 +6,7 @@ runs its detection layers before each one, and kills, warns or skips when it see
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
+import importlib.metadata as _metadata
 
 from fuzeguard._private.config import Config
 from fuzeguard._private.exceptions import ConfigError, FuzeguardError, LoopDetected
@@ -15,8 +15,8 @@ from fuzeguard._private.records import Call, CallRecord, Decision, Detection, Li
 from fuzeguard._private.run import Run, current_run, run
 
 try:
-    __version__ = version("fuzeguard")
-except PackageNotFoundError:  # pragma: no cover - running from a source tree without install
+    __version__ = _metadata.version("fuzeguard")
+except _metadata.PackageNotFoundError:  # pragma: no cover - running from a source tree without install
     __version__ = "0.0.0"
 
 __all__ = [

@@ -96,8 +96,6 @@ class Guard:
                 return None
             arguments = plan.binder.arguments(args, kwargs)
             call, decision = run._decide(plan, plan.fingerprint_args(arguments), arguments)
-            if state.mode_override == "observe" and decision.action != "call":
-                decision = _as_observed(decision)
         except ConfigError:
             raise
         except Exception as exc:
@@ -158,10 +156,6 @@ class Guard:
                  layer=d.layer, call_index=d.call_index, message=d.message)
 
 
-def _as_observed(decision: Decision) -> Decision:
-    return Decision("call", decision.index, decision.detection, decision.detections)
-
-
 def _replacement(plan: Plan, detection: Detection) -> Any:
     value = plan.settings.skip_value
     if value is None:
@@ -172,7 +166,7 @@ def _replacement(plan: Plan, detection: Detection) -> Any:
 
 
 def _refused(run: Run, plan: Plan, call: Call, decision: Decision) -> None:
-    recorder = run._recorder_for(plan.settings.trace or run.config.settings_for(None)["trace"])
+    recorder = run._recorder_for(plan.settings.trace)
     if recorder is not None:
         try:
             recorder.write_refused(call, decision)
@@ -263,7 +257,7 @@ class Pending:
         )
         run = self.run
         run._complete(record)
-        recorder = run._recorder_for(plan.settings.trace or run.config.settings_for(None)["trace"])
+        recorder = run._recorder_for(plan.settings.trace)
         if recorder is not None:
             recorder.write_call(call, record, self.decision, result, error)
 

@@ -15,6 +15,7 @@ from collections.abc import Callable, Hashable, Iterable, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar
 
+from fuzeguard._private import state
 from fuzeguard._private.config import Config, discovered_config, validate_code_options
 from fuzeguard._private.core import decide, pattern_key
 from fuzeguard._private.exceptions import FuzeguardError
@@ -295,9 +296,8 @@ class Run:
             if not plan.layers:
                 decision = Decision("call", call.index)
             else:
-                decision = decide(
-                    self, call, plan.layers, plan.ladder, self._hit_count, observe=plan.observe
-                )
+                observe = plan.observe or state.mode_override == "observe"
+                decision = decide(self, call, plan.layers, plan.ladder, self._hit_count, observe=observe)
             if decision.detections:
                 self._note(decision)
             action = decision.action
@@ -361,11 +361,17 @@ class Run:
                 self._cost += record.cost
 
     def _recorder_for(self, settings_trace: str | None) -> Recorder | None:
+        """The run's trace recorder, opened on first use (``settings_trace`` or the run's config).
+
+        Called on every call: once the recorder is settled it returns without looking at the
+        config, which would cost more than the rest of the bookkeeping.
+        """
         if self._recorder_ready:
             return self._recorder
         with self._lock:
             if not self._recorder_ready:
                 self._recorder_ready = True
+                settings_trace = settings_trace or self.config.settings_for(None)["trace"]
                 if settings_trace:
                     from fuzeguard._private.trace import open_recorder
 

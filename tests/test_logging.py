@@ -1,0 +1,103 @@
+"""Structured logs: event names, flat keys, no raw values unless asked (SPEC §7)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+import structlog
+import structlog.testing
+
+import fuzeguard
+from fuzeguard import LoopDetected, guard
+
+
+def loop_until_killed(**options: Any) -> list[dict[str, Any]]:
+    tool = guard(lambda query: "r", name="web_search", **options)
+    with structlog.testing.capture_logs() as logs, fuzeguard.run("t"):
+        with pytest.raises(LoopDetected):
+            for _ in range(5):
+                tool("secret query text")
+    return logs
+
+
+def test_detections_and_kills_are_logged_with_event_names() -> None:
+    events = [e["event"] for e in loop_until_killed()]
+    assert events == ["fuzeguard.loop_detected", "fuzeguard.loop_detected", "fuzeguard.run_killed"]
+
+
+def test_detection_events_have_flat_keys() -> None:
+    event = loop_until_killed()[1]
+    expected = {"layer", "fn", "run_id", "run_name", "call_index", "kind", "action", "count",
+                "threshold", "args_fp", "message", "observe"}
+    assert expected <= set(event)
+    assert all(not isinstance(v, (dict, list)) for v in event.values())
+    assert event["log_level"] == "warning"
+
+
+def test_raw_arguments_are_not_logged_by_default() -> None:
+    logs = loop_until_killed()
+    assert "secret query text" not in repr(logs)
+    assert all(len(e["args_fp"]) == 32 for e in logs if "args_fp" in e)
+
+
+def test_raw_arguments_are_logged_when_opted_in() -> None:
+    logs = loop_until_killed(log_values=True)
+    assert "secret query text" in logs[0]["args"]
+
+
+def test_limits_are_logged_as_limit_reached() -> None:
+    tool = guard(lambda x: x, name="t")
+    with structlog.testing.capture_logs() as logs, fuzeguard.run(max_calls=1):
+        tool(1)
+        with pytest.raises(LoopDetected):
+            tool(2)
+    assert [e["event"] for e in logs] == ["fuzeguard.limit_reached", "fuzeguard.run_killed"]
+
+
+def test_the_library_never_configures_structlog() -> None:
+    """It works with whatever the application configured."""
+    code = (
+        "import structlog, fuzeguard\n"
+        "from fuzeguard import guard\n"
+        "calls = []\n"
+        "structlog.configure = lambda *a, **k: calls.append(1)\n"
+        "t = guard(lambda x: 'r', name='t', on_loop='warn')\n"
+        "with fuzeguard.run():\n"
+        "    [t(1) for _ in range(6)]\n"
+        "assert calls == [], calls\n"
+        "print('ok')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip().endswith("ok")
+
+
+def test_application_processors_see_fuzeguard_events() -> None:
+    seen: list[str] = []
+
+    def grab(logger: Any, name: str, event: dict[str, Any]) -> dict[str, Any]:
+        seen.append(event["event"])
+        raise structlog.DropEvent
+
+    structlog.configure(processors=[grab])
+    tool = guard(lambda query: "r", name="web_search")
+    try:
+        with fuzeguard.run("t"), pytest.raises(LoopDetected):
+            for _ in range(5):
+                tool("q")
+    finally:
+        structlog.reset_defaults()
+    assert "fuzeguard.run_killed" in seen
+
+
+def test_import_is_cheap() -> None:
+    """No heavy imports at import time: structlog and rapidfuzz load on first use."""
+    code = (
+        "import sys, fuzeguard\n"
+        "heavy = [m for m in ('structlog', 'rapidfuzz', 'numpy', 'pydantic') if m in sys.modules]\n"
+        "print(heavy)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -1,0 +1,72 @@
+"""fuzeguard.testing: capture detections, switch guarding off or to observe mode (SPEC §7)."""
+
+from __future__ import annotations
+
+import pytest
+
+import fuzeguard
+from fuzeguard import LoopDetected, guard
+from fuzeguard.testing import capture_detections, disabled, observe, set_mode
+
+
+def looping_tool() -> tuple[object, list[int]]:
+    ran: list[int] = []
+    return guard(lambda q: ran.append(1), name="t", repeat_warn_threshold=0), ran
+
+
+def test_capture_detections_collects_and_stops_collecting() -> None:
+    tool, _ = looping_tool()
+    with fuzeguard.run(on_loop="warn"), capture_detections() as found:
+        for _ in range(4):
+            tool("q")  # type: ignore[operator]
+    assert [d.layer for d in found] == ["dedup"]
+    with fuzeguard.run(on_loop="warn"):
+        for _ in range(4):
+            tool("q")  # type: ignore[operator]
+    assert len(found) == 1
+
+
+def test_disabled_switches_guarding_off_within_the_block() -> None:
+    tool, ran = looping_tool()
+    with fuzeguard.run() as r, disabled():
+        for _ in range(10):
+            tool("q")  # type: ignore[operator]
+    assert len(ran) == 10
+    assert r.stats().calls == 0
+
+
+def test_observe_logs_but_never_acts_within_the_block() -> None:
+    tool, ran = looping_tool()
+    with fuzeguard.run() as r, observe(), capture_detections() as found:
+        for _ in range(6):
+            tool("q")  # type: ignore[operator]
+    assert len(ran) == 6
+    assert len(found) == 3
+    assert not r.stats().killed
+
+
+def test_guarding_comes_back_after_the_block() -> None:
+    tool, _ = looping_tool()
+    with disabled():
+        pass
+    with fuzeguard.run(), pytest.raises(LoopDetected):
+        for _ in range(4):
+            tool("q")  # type: ignore[operator]
+
+
+def test_set_mode_returns_a_restoring_context_manager() -> None:
+    """stamina.set_testing(): set for a session, or restore on exit."""
+    tool, ran = looping_tool()
+    with set_mode("off"):
+        with fuzeguard.run():
+            for _ in range(5):
+                tool("q")  # type: ignore[operator]
+    assert len(ran) == 5
+    with fuzeguard.run(), pytest.raises(LoopDetected):
+        for _ in range(5):
+            tool("q")  # type: ignore[operator]
+
+
+def test_set_mode_rejects_unknown_modes() -> None:
+    with pytest.raises(ValueError, match="observe"):
+        set_mode("quiet")  # type: ignore[arg-type]
