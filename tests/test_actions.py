@@ -209,7 +209,7 @@ def test_a_failing_hook_is_logged_and_does_not_break_the_call() -> None:
     def bad_hook(d: Detection) -> None:
         raise RuntimeError("hook down")
 
-    tool, ran = counted(on_loop="warn", on_detect=bad_hook)
+    tool, _ = counted(on_loop="warn", on_detect=bad_hook)
     with structlog.testing.capture_logs() as logs, fuzeguard.run():
         assert repeat(tool, 4)[3] == "results"
     failed = [e for e in logs if e["event"] == "fuzeguard.hook_failed"]

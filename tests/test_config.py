@@ -40,14 +40,18 @@ progress_window = 4
     assert (values["max_iterations"], values["on_loop"], values["window_size"]) == (25, ("kill",), 10)
 
 
-def test_discovery_prefers_fuze_config_env_var(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_discovery_prefers_fuze_config_env_var(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     write(tmp_path / "fuze.toml", "[defaults]\nmax_iterations = 7\n")
     other = write(tmp_path / "elsewhere" / "custom.toml", "[defaults]\nmax_iterations = 9\n")
     monkeypatch.setenv("FUZE_CONFIG", str(other))
     assert Config.load().settings_for()["max_iterations"] == 9
 
 
-def test_fuze_config_pointing_nowhere_is_an_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_fuze_config_pointing_nowhere_is_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("FUZE_CONFIG", str(tmp_path / "missing.toml"))
     with pytest.raises(ConfigError, match="does not exist"):
         Config.load()
@@ -64,7 +68,9 @@ def test_discovery_finds_the_nearest_fuze_toml_in_a_parent(
     assert Config.load().settings_for()["max_iterations"] == 8
 
 
-def test_discovery_falls_back_to_pyproject_tool_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_discovery_falls_back_to_pyproject_tool_table(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     write(tmp_path / "pyproject.toml", """
 [project]
 name = "agent"
@@ -81,7 +87,9 @@ on_loop = "warn"
     assert config.settings_for("check_status")["on_loop"] == ("warn",)
 
 
-def test_pyproject_without_the_tool_table_means_defaults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_pyproject_without_the_tool_table_means_defaults(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     write(tmp_path / "pyproject.toml", "[project]\nname = 'x'\n")
     monkeypatch.chdir(tmp_path)
     config = Config.load()
@@ -215,7 +223,9 @@ def test_config_error_is_a_value_error() -> None:
     assert issubclass(ConfigError, ValueError)
 
 
-def test_bad_config_is_loud_at_the_first_guarded_call(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_bad_config_is_loud_at_the_first_guarded_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A broken fuze.toml must not be swallowed by fail-open."""
     write(tmp_path / "fuze.toml", "[defaults]\nmax_iteration = 3\n")
     monkeypatch.chdir(tmp_path)

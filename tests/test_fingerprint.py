@@ -126,7 +126,7 @@ def weird_values() -> list[Any]:
     ]
 
 
-@pytest.mark.parametrize("value", weird_values(), ids=lambda v: type(v).__name__)  # noqa: PT006
+@pytest.mark.parametrize("value", weird_values(), ids=lambda v: type(v).__name__)
 def test_fingerprint_never_raises(value: Any) -> None:
     fp = fingerprint(value)
     assert isinstance(fp, bytes) and len(fp) == 16

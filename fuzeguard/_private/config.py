@@ -23,7 +23,7 @@ from fuzeguard._private.settings import Settings
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on Python 3.10 only
-    import tomli as tomllib
+    import tomli as tomllib  # type: ignore[import-not-found,unused-ignore]
 
 ACTIONS = ("kill", "warn", "skip")
 SECTIONS = ("defaults", "loop_detection")
@@ -67,8 +67,8 @@ def schema() -> Mapping[str, FieldSpec]:
             spec = FieldSpec(
                 key=f.name,
                 owners=(cls,),
-                section=meta["section"] or cls.section,
-                scope=meta["scope"] or cls.scope,
+                section=meta["section"] or getattr(cls, "section", "loop_detection"),
+                scope=meta["scope"] or getattr(cls, "scope", "function"),
                 type=meta["type"],
                 default=f.default,
                 doc=meta["doc"],
@@ -156,7 +156,7 @@ def coerce(spec: FieldSpec, value: Any, *, from_code: bool) -> Any:
             raise _type_error(spec, value, "true or false")
         out = value
     elif t == "enabled":
-        if value not in (True, False, "observe") or isinstance(value, (int, float)) and not isinstance(value, bool):
+        if not isinstance(value, bool) and value != "observe":
             raise _type_error(spec, value, 'true, false or "observe"')
         out = value
     elif t == "str":
@@ -367,7 +367,9 @@ def validate_code_options(options: Mapping[str, Any], where: str, *, run_scope: 
             raise TypeError(f"{where}: pass on_loop= or kill_on_loop=, not both")
         kill = options.pop("kill_on_loop")
         if not isinstance(kill, bool):
-            raise ConfigError(f"{where}: kill_on_loop: expected True or False, got {kill!r}", key="kill_on_loop")
+            raise ConfigError(
+                f"{where}: kill_on_loop: expected True or False, got {kill!r}", key="kill_on_loop"
+            )
         options["on_loop"] = "kill" if kill else "warn"
     for key, value in options.items():
         spec = specs.get(key)
@@ -407,7 +409,9 @@ def _walk_up(start: Path) -> Iterable[Path]:
     yield from start.parents
 
 
-def discover(cwd: Path | None = None, environ: Mapping[str, str] | None = None) -> tuple[Path | None, str | None]:
+def discover(
+    cwd: Path | None = None, environ: Mapping[str, str] | None = None
+) -> tuple[Path | None, str | None]:
     """Find the config file: ``FUZE_CONFIG``, the nearest fuze.toml, or the nearest pyproject.toml
     with a ``[tool.fuzeguard]`` table. Returns (path, prefix) with prefix ``"tool.fuzeguard"`` for a
     pyproject file, or (None, None) for built-in defaults."""

@@ -53,7 +53,7 @@ class Guard:
     Available as ``fn.guard`` on the wrapper, like ``fn.retry`` in tenacity.
     """
 
-    __slots__ = ("fn", "hooks", "layers", "name", "options", "_plans", "_lock")
+    __slots__ = ("_lock", "_plans", "fn", "hooks", "layers", "name", "options")
 
     def __init__(
         self,
@@ -165,11 +165,13 @@ def _replacement(plan: Plan, detection: Detection) -> Any:
     return value
 
 
-def _refused(run: Run, plan: Plan, call: Call, decision: Decision) -> None:
+def _refused(
+    run: Run, plan: Plan, call: Call, decision: Decision, start: float | None = None
+) -> None:
     recorder = run._recorder_for(plan.settings.trace)
     if recorder is not None:
         try:
-            recorder.write_refused(call, decision)
+            recorder.write_refused(plan, call, decision, start)
         except Exception as exc:
             emit("error", "fuzeguard.internal_error", fn=call.fn, phase="trace", error=repr(exc))
 
@@ -225,6 +227,9 @@ class Pending:
     def fail(self, error: BaseException) -> None:
         self._exit()
         if not isinstance(error, Exception) or isinstance(error, FuzeguardError):
+            # Interrupted (cancelled, closed early, killed from inside): no record, but the
+            # trace still gets a line so that replay counts the call as live did.
+            _refused(self.run, self.plan, self.call, self.decision, self.t0 - self.run._start)
             return
         try:
             self._record(fingerprint_error(error), None, error)
@@ -259,7 +264,7 @@ class Pending:
         run._complete(record)
         recorder = run._recorder_for(plan.settings.trace)
         if recorder is not None:
-            recorder.write_call(call, record, self.decision, result, error)
+            recorder.write_call(plan, call, record, self.decision, result, error)
 
 
 def _wrap(g: Guard) -> Callable[..., Any]:
@@ -293,7 +298,8 @@ def _wrap(g: Guard) -> Callable[..., Any]:
         def gen_wrapper(*args: Any, **kwargs: Any) -> Iterator[Any]:
             p = begin(args, kwargs)
             if p is None:
-                return (yield from fn(*args, **kwargs))
+                yield from fn(*args, **kwargs)
+                return None
             if isinstance(p, Skipped):
                 yield p.value
                 return None
@@ -353,7 +359,7 @@ def _wrap(g: Guard) -> Callable[..., Any]:
                 setattr(wrapper, attr, value)
             except (AttributeError, TypeError):
                 pass
-    wrapper.guard = g  # type: ignore[attr-defined]
+    setattr(wrapper, "guard", g)  # noqa: B010 - a function attribute, like tenacity's fn.retry
     return wrapper
 
 
@@ -414,7 +420,7 @@ def guard(fn: F | None = None, /, **options: Any) -> F | Callable[[F], F]:
 
     def decorate(f: F) -> F:
         if isinstance(f, (staticmethod, classmethod)):
-            return type(f)(decorate(f.__func__))  # type: ignore[return-value]
+            return type(f)(decorate(f.__func__))  # type: ignore[return-value,arg-type,unused-ignore]
         if not callable(f):
             raise TypeError(f"guard() takes a function, got {f!r}")
         g = Guard(f, name=name, options=checked, layers=layer_objects, hooks=hooks)

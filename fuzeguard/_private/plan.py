@@ -75,7 +75,7 @@ class Binder:
 
     def arguments(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> dict[str, Any]:
         if self.fast and len(args) <= len(self.positional):
-            bound = dict(zip(self.positional, args))
+            bound = dict(zip(self.positional, args, strict=False))
             if kwargs:
                 bound.update(kwargs)
             if len(bound) < self.nparams:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from fuzeguard._private.layer import LayerSettings, RunView, setting
-from fuzeguard._private.records import Call, Detection
+from fuzeguard._private.records import Call, Detection, Kind
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +83,7 @@ class Dedup(LayerSettings):
                         break
                     all_same = False
             count += 1
+        kind: Kind
         if count > self.repeat_threshold:
             kind = "loop"
         elif self.repeat_warn_threshold and count >= self.repeat_warn_threshold:
