@@ -7,6 +7,7 @@ read it through the ``RunView`` methods below.
 from __future__ import annotations
 
 import contextvars
+import os
 import threading
 import time
 import uuid
@@ -39,13 +40,26 @@ DetectHook = Callable[[Detection], object]
 
 
 class Recorder(Protocol):
-    """Receives every call of a run as it completes or is refused (see ``trace.py``)."""
+    """Receives every call of a run as it completes or is refused (see ``trace.py``).
+
+    ``write_refused`` gets the calls that leave no record in history: killed or skipped ones, and
+    calls that went ahead but were interrupted (``decision.action`` is then "call" or "warn" and
+    ``start`` is when the call began, in run seconds).
+    """
 
     def write_call(
-        self, call: Call, record: CallRecord, decision: Decision, result: Any, error: BaseException | None
+        self,
+        plan: Plan,
+        call: Call,
+        record: CallRecord,
+        decision: Decision,
+        result: Any,
+        error: BaseException | None,
     ) -> None: ...
 
-    def write_refused(self, call: Call, decision: Decision) -> None: ...
+    def write_refused(
+        self, plan: Plan, call: Call, decision: Decision, start: float | None = None
+    ) -> None: ...
 
     def close(self) -> None: ...
 
@@ -104,6 +118,8 @@ class Run:
         self._capacity = MIN_HISTORY
         self._recorder: Recorder | None = None
         self._recorder_ready = False
+        # None: time.monotonic. Replay sets a clock driven by the trace's timestamps.
+        self._clock: Callable[[], float] | None = None
         self.resets = 0
         self._clear()
 
@@ -119,7 +135,7 @@ class Run:
         self._cost = 0.0
         self._turn = 1
         self._turn_calls = 0
-        self._start = time.monotonic()
+        self._start = self._now()
         self._killed: Detection | None = None
         self._hits: dict[Hashable, int] = {}
         self._detections = 0
@@ -218,7 +234,11 @@ class Run:
         return self._calls_by_fn.get(fn, 0)
 
     def elapsed(self) -> float:
-        return time.monotonic() - self._start
+        return self._now() - self._start
+
+    def _now(self) -> float:
+        clock = self._clock
+        return time.monotonic() if clock is None else clock()
 
     def same_args(self, args_fp: bytes) -> Sequence[CallRecord]:
         return self._by_args.get(args_fp, ())
@@ -372,6 +392,9 @@ class Run:
             if not self._recorder_ready:
                 self._recorder_ready = True
                 settings_trace = settings_trace or self.config.settings_for(None)["trace"]
+                # Precedence: trace= in code, then FUZE_TRACE, then the config file.
+                if self.config.origin_of("trace") != "code":
+                    settings_trace = os.environ.get("FUZE_TRACE") or settings_trace
                 if settings_trace:
                     from fuzeguard._private.trace import open_recorder
 
