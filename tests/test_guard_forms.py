@@ -303,3 +303,23 @@ def test_guarded_function_keeps_its_exceptions() -> None:
     with fuzeguard.run() as r, pytest.raises(KeyError):
         broken(Query("x"))
     assert r.stats().errors == 1
+
+
+class AsyncTool:
+    """A callable object whose __call__ is a coroutine function."""
+
+    async def __call__(self, query: str) -> str:
+        return query
+
+
+def test_async_callable_object_gets_an_async_wrapper() -> None:
+    guarded = guard(AsyncTool(), name="async_tool")
+    assert inspect.iscoroutinefunction(guarded)
+
+    async def main() -> str:
+        async with fuzeguard.run() as r:
+            out = await guarded("q")
+            assert r.stats().calls_by_fn == {"async_tool": 1}
+            return out
+
+    assert asyncio.run(main()) == "q"

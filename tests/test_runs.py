@@ -283,3 +283,13 @@ def test_run_accepts_a_dict_config_and_settings_overrides() -> None:
 def test_run_rejects_unknown_settings_with_a_suggestion() -> None:
     with pytest.raises(TypeError, match="did you mean 'max_calls'"):
         fuzeguard.run(max_call=3)
+
+
+def test_first_use_of_the_implicit_run_is_logged_once() -> None:
+    import structlog.testing
+
+    tool = make_tool()
+    with structlog.testing.capture_logs() as logs:
+        tool(1)
+        tool(2)
+    assert [e["event"] for e in logs] == ["fuzeguard.implicit_run"]

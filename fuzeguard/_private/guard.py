@@ -267,11 +267,28 @@ class Pending:
             recorder.write_call(plan, call, record, self.decision, result, error)
 
 
+def _kind(fn: Callable[..., Any]) -> str:
+    """Which shell a callable needs; callable objects are judged by their ``__call__``."""
+    for target in (fn, getattr(type(fn), "__call__", None)):
+        if target is None:
+            continue
+        if inspect.isasyncgenfunction(target):
+            return "asyncgen"
+        if inspect.isgeneratorfunction(target):
+            return "gen"
+        if inspect.iscoroutinefunction(target):
+            return "async"
+        if inspect.isfunction(target) or inspect.ismethod(target):
+            break
+    return "sync"
+
+
 def _wrap(g: Guard) -> Callable[..., Any]:
     fn = g.fn
     begin = g.begin
     wrapper: Callable[..., Any]
-    if inspect.isasyncgenfunction(fn):
+    kind = _kind(fn)
+    if kind == "asyncgen":
 
         async def agen_wrapper(*args: Any, **kwargs: Any) -> AsyncIterator[Any]:
             p = begin(args, kwargs)
@@ -293,7 +310,7 @@ def _wrap(g: Guard) -> Callable[..., Any]:
             stream.done()
 
         wrapper = agen_wrapper
-    elif inspect.isgeneratorfunction(fn):
+    elif kind == "gen":
 
         def gen_wrapper(*args: Any, **kwargs: Any) -> Iterator[Any]:
             p = begin(args, kwargs)
@@ -315,7 +332,7 @@ def _wrap(g: Guard) -> Callable[..., Any]:
             return None
 
         wrapper = gen_wrapper
-    elif inspect.iscoroutinefunction(fn):
+    elif kind == "async":
 
         async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
             p = begin(args, kwargs)

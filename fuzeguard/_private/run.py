@@ -20,6 +20,7 @@ from fuzeguard._private import state
 from fuzeguard._private.config import Config, discovered_config, validate_code_options
 from fuzeguard._private.core import decide, pattern_key
 from fuzeguard._private.exceptions import FuzeguardError
+from fuzeguard._private.log import emit
 from fuzeguard._private.records import Call, CallRecord, Decision, Detection, LimitUsage, RunStats
 
 if TYPE_CHECKING:
@@ -77,6 +78,11 @@ def implicit_run() -> Run:
         with _implicit_lock:
             if _implicit is None:
                 _implicit = Run("implicit")
+                emit(
+                    "info", "fuzeguard.implicit_run",
+                    message="a guarded call was made outside fuzeguard.run(): it counts against the "
+                    "process-wide implicit run; open one run per task or request to keep them apart",
+                )
     return _implicit
 
 
