@@ -6,18 +6,24 @@ runs its detection layers before each one, and kills, warns or skips when it see
 
 from __future__ import annotations
 
-import importlib.metadata as _metadata
-
 from fuzeguard._private.config import Config
 from fuzeguard._private.exceptions import ConfigError, FuzeguardError, LoopDetected
 from fuzeguard._private.guard import add_cost, guard
 from fuzeguard._private.records import Call, CallRecord, Decision, Detection, LimitUsage, RunStats
 from fuzeguard._private.run import Run, current_run, run
 
-try:
-    __version__ = _metadata.version("fuzeguard")
-except _metadata.PackageNotFoundError:  # pragma: no cover - running from a source tree without install
-    __version__ = "0.0.0"
+
+def __getattr__(name: str) -> str:
+    # __version__ is read from the installed metadata on first access: importlib.metadata is slow
+    # to import, and most programs never ask.
+    if name == "__version__":
+        import importlib.metadata
+
+        try:
+            return importlib.metadata.version("fuzeguard")
+        except importlib.metadata.PackageNotFoundError:  # pragma: no cover - source tree, no install
+            return "0.0.0"
+    raise AttributeError(f"module 'fuzeguard' has no attribute {name!r}")
 
 __all__ = [
     "Call",

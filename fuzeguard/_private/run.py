@@ -10,7 +10,6 @@ import contextvars
 import os
 import threading
 import time
-import uuid
 from collections import deque
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from types import TracebackType
@@ -111,7 +110,7 @@ class Run:
         **settings: Any,
     ) -> None:
         self.name = name
-        self.id = uuid.uuid4().hex[:12]
+        self.id = os.urandom(6).hex()
         self.config = _as_config(config)
         if settings:
             self.config = self.config.with_values(
