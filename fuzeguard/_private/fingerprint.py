@@ -33,6 +33,7 @@ FINGERPRINT_BYTES = 16
 MAX_DEPTH = 64
 
 _NO_KEYS: frozenset[str] = frozenset()
+_OBJECT_REPR: Any = object.__repr__
 
 
 def fingerprint(value: Any, volatile_keys: frozenset[str] = _NO_KEYS) -> bytes:
@@ -68,12 +69,61 @@ def fingerprint_error(error: BaseException) -> bytes:
 
 def encode(value: Any, volatile_keys: frozenset[str] = _NO_KEYS) -> bytes:
     """Return the canonical encoding of ``value``; never raises."""
+    # Fast paths for what tools are called with and return most: a string, a number, and a flat
+    # mapping of names to plain values (the bound arguments of most tools). They write exactly
+    # the bytes the general encoder writes, without its per-value method calls.
+    t = type(value)
+    if t is str:
+        b = value.encode("utf-8", "surrogatepass")
+        return b"s%d:%b" % (len(b), b)
+    if t is dict:
+        flat = _flat_mapping(value, volatile_keys)
+        if flat is not None:
+            return flat
+    elif t is int:
+        return b"i%x;" % value
     out: list[bytes] = []
     try:
         _Encoder(out, volatile_keys).encode(value, 0)
     except Exception:  # pragma: no cover - the encoder guards every step; this is the last net
         out = [b"!", _qualname(type(value)).encode()]
     return b"".join(out)
+
+
+def _flat_mapping(m: dict[Any, Any], volatile: frozenset[str]) -> bytes | None:
+    """Encode a dict of string keys and str/int/None/bool/float values; None for anything else.
+
+    Keys are distinct strings, so sorting the concatenated key+value encodings orders the pairs
+    exactly as the general encoder's sort of (key, value) pairs does: two key encodings of
+    different strings differ within the shorter one's bytes.
+    """
+    parts: list[bytes] = []
+    try:
+        for k, v in m.items():
+            if type(k) is not str:
+                return None
+            if volatile and k.lower() in volatile:
+                continue
+            kb = k.encode("utf-8", "surrogatepass")
+            t = type(v)
+            if t is str:
+                vb = v.encode("utf-8", "surrogatepass")
+                parts.append(b"s%d:%bs%d:%b" % (len(kb), kb, len(vb), vb))
+            elif t is int:
+                parts.append(b"s%d:%bi%x;" % (len(kb), kb, v))
+            elif v is None:
+                parts.append(b"s%d:%bN" % (len(kb), kb))
+            elif t is bool:
+                parts.append(b"s%d:%b%s" % (len(kb), kb, b"T" if v else b"F"))
+            elif t is float:
+                f = b"nan" if v != v else v.hex().encode()
+                parts.append(b"s%d:%bf%b;" % (len(kb), kb, f))
+            else:
+                return None
+    except RuntimeError:  # changed size during iteration (another thread): take the slow path
+        return None
+    parts.sort()
+    return b"{%b}" % b"".join(parts)
 
 
 def _qualname(tp: type) -> str:
@@ -128,11 +178,26 @@ class _Encoder:
         if not self._enter(m):
             return
         volatile = self.volatile
+        sub = self._sub
         pairs: list[tuple[bytes, bytes]] = []
         for k, val in list(m.items()):
-            if volatile and type(k) is str and k.lower() in volatile:
-                continue
-            pairs.append((self._sub(k, depth), self._sub(val, depth)))
+            # String keys and string or int values (nearly all of JSON-like data) are written
+            # inline: the same bytes ``_sub`` would give, without a nested encoder pass.
+            if type(k) is str:
+                if volatile and k.lower() in volatile:
+                    continue
+                kb = k.encode("utf-8", "surrogatepass")
+                kb = b"s%d:%b" % (len(kb), kb)
+            else:
+                kb = sub(k, depth)
+            t = type(val)
+            if t is str:
+                vb = val.encode("utf-8", "surrogatepass")
+                pairs.append((kb, b"s%d:%b" % (len(vb), vb)))
+            elif t is int:
+                pairs.append((kb, b"i%x;" % val))
+            else:
+                pairs.append((kb, sub(val, depth)))
         pairs.sort()
         out = self.out
         out.append(tag)
@@ -255,7 +320,7 @@ class _Encoder:
             self._tagged(b"L", t)
             self._sequence(v, b"[", depth)
             return
-        if t.__repr__ is not object.__repr__:
+        if t.__repr__ is not _OBJECT_REPR:
             self._tagged(b"R", t)
             self.encode(repr(v), depth + 1)
             return
