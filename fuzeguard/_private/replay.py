@@ -1,0 +1,429 @@
+"""Replay: feed recorded trace lines through the same decision core, without executing anything.
+
+Each line becomes the ``Call`` and ``CallRecord`` the live guard built: the recorded fingerprints
+when present (they are those of the full, unredacted values), else the values fingerprinted the way
+the live guard does. Each function's layers are resolved by name exactly as a live guard's plan is
+(defaults < config file < ``[functions.NAME]`` < the guard's code settings recorded in the trace).
+Time comes from the lines' ``ts``, so ``max_duration`` fires where it did live.
+
+Rules, from issue 4: a missing ``result``/``error``/``cost``/``ts`` is unknown; after a kill the
+rest of that run is not evaluated; a skipped call is not executed; every trace (and every run
+inside one trace file) is an independent run; a malformed line is reported with file and line
+number and the rest is replayed.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import sys
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from fuzeguard._private.config import Config, validate_code_options
+from fuzeguard._private.exceptions import ConfigError
+from fuzeguard._private.fingerprint import fingerprint, fingerprint_result
+from fuzeguard._private.plan import Plan, build_plan
+from fuzeguard._private.records import CallRecord, Detection
+from fuzeguard._private.run import Run
+from fuzeguard._private.trace import TAG, decode_value
+
+_TAG_BYTES = b'"' + TAG.encode() + b'"'
+_NUMBER = (int, float)
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayedDetection:
+    """A detection found while replaying: where (trace, call number, line) and what.
+
+    ``call`` is the 1-based index of the call in the trace: every non-blank line is one call, so
+    for a trace of one run it is the live call index.
+    """
+
+    trace: str
+    call: int
+    line: int
+    run: str | None
+    detection: Detection
+
+    def as_json(self) -> dict[str, Any]:
+        """The ``fuze replay --format json`` object: exactly the eight documented keys."""
+        d = self.detection
+        return {
+            "trace": self.trace,
+            "call": self.call,
+            "fn": d.fn,
+            "layer": d.layer,
+            "action": d.action,
+            "count": d.count,
+            "threshold": d.threshold,
+            "message": d.message,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """A line that could not be replayed as written (it is skipped, or a field is unknown)."""
+
+    trace: str
+    line: int
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.trace}:{self.line}: {self.message}"
+
+
+@dataclass(slots=True)
+class TraceSummary:
+    """What replaying one trace found."""
+
+    trace: str
+    calls: int = 0
+    runs: int = 0
+    detections: list[ReplayedDetection] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+    kills: list[ReplayedDetection] = field(default_factory=list)
+    not_evaluated: int = 0
+
+
+class _Clock:
+    """The replay clock: the run's time is whatever the last line's ``ts`` said."""
+
+    __slots__ = ("now",)
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _replayed(**arguments: Any) -> None:
+    """Stands in for a traced function: replay binds nothing, ``args`` are already by name."""
+
+
+_error_types: dict[str, type[Exception]] = {}
+
+
+def _error_object(text: str) -> Exception:
+    """An exception of the recorded class name, for layers that look at the error."""
+    name, _, message = text.partition(": ")
+    if not name.isidentifier():
+        name, message = "Exception", text
+    cls = _error_types.get(name)
+    if cls is None:
+        cls = _error_types[name] = type(name, (Exception,), {"__module__": "fuzeguard.replayed"})
+    return cls(message)
+
+
+class _RunReplay:
+    """One run being replayed: its ``Run`` (with the replay clock) and its functions' plans."""
+
+    __slots__ = ("clock", "code", "dead", "label", "plans", "run", "summary")
+
+    def __init__(
+        self, config: Config, info: Any, summary: TraceSummary, label: str | None, code: bool,
+        problem: Callable[[str], None],
+    ) -> None:
+        if code and isinstance(info, dict) and isinstance(info.get("settings"), dict):
+            try:
+                values = validate_code_options(info["settings"], "trace run_info", run_scope=True)
+                config = config.with_values(values, origin="code (recorded in the trace)")
+            except (ConfigError, TypeError) as exc:
+                problem(f"run settings recorded in the trace ignored: {exc}")
+        name = info.get("name") if isinstance(info, dict) else None
+        self.run = Run(name if isinstance(name, str) else label, config=config)
+        self.clock = _Clock()
+        self.run._clock = self.clock
+        self.run._start = 0.0
+        self.plans: dict[str, Plan] = {}
+        self.dead = False
+        self.summary = summary
+        self.label = label
+        self.code = code
+
+    def plan(self, fn: str, line: dict[str, Any], problem: Callable[[str], None]) -> Plan:
+        from fuzeguard.layers import BUILTIN_LAYERS
+
+        options: dict[str, Any] = {}
+        layers: tuple[str, ...] | None = None
+        recorded = line.get("guard")
+        if self.code and isinstance(recorded, dict):
+            raw = dict(recorded)
+            names = raw.pop("layers", None)
+            if isinstance(names, list):
+                known = tuple(n for n in names if isinstance(n, str) and n in BUILTIN_LAYERS)
+                unknown = [n for n in names if n not in known]
+                if unknown:
+                    problem(
+                        f"`{fn}` used custom layers that replay cannot run: "
+                        f"{', '.join(map(str, unknown))}"
+                    )
+                layers = known
+            try:
+                options = validate_code_options(raw, f"guard({fn}) recorded in the trace",
+                                                run_scope=False)
+            except (ConfigError, TypeError) as exc:
+                problem(f"guard settings recorded for `{fn}` ignored: {exc}")
+        plan = build_plan(_replayed, fn, self.run.config, options, layers)
+        self.plans[fn] = plan
+        return plan
+
+
+class Replayer:
+    """Replays traces under one configuration and reports detections as they are found.
+
+    ``on_detection`` is called with each ``ReplayedDetection`` and ``on_problem`` with each
+    ``Problem`` as soon as they are found (the CLI streams them). ``use_code_settings=False``
+    ignores the settings the traced code passed to ``guard()``/``run()`` so that the config alone
+    decides (for tuning keys that code sets).
+    """
+
+    def __init__(
+        self,
+        config: Config,
+        *,
+        on_detection: Callable[[ReplayedDetection], object] | None = None,
+        on_problem: Callable[[Problem], object] | None = None,
+        use_code_settings: bool = True,
+    ) -> None:
+        self.config = config
+        self.on_detection = on_detection
+        self.on_problem = on_problem
+        self.use_code_settings = use_code_settings
+
+    def replay_file(
+        self, path: str, *, progress: Callable[[int], object] | None = None
+    ) -> TraceSummary:
+        """Replay one trace file (``-`` reads standard input). ``progress`` gets bytes read."""
+        if path == "-":
+            return self.replay_lines(sys.stdin.buffer, path, progress=progress)
+        with open(path, "rb") as f:
+            return self.replay_lines(f, path, progress=progress)
+
+    def replay_lines(
+        self,
+        lines: Iterable[bytes | str],
+        label: str,
+        *,
+        progress: Callable[[int], object] | None = None,
+    ) -> TraceSummary:
+        """Replay an iterable of trace lines; ``label`` names the trace in reports."""
+        summary = TraceSummary(label)
+        runs: dict[Any, _RunReplay] = {}
+        loads = json.loads
+        position = 0
+        done = 0
+        lineno = 0
+
+        for lineno, raw in enumerate(lines, start=1):
+            if progress is not None:
+                done += len(raw)
+                if lineno & 0x3FFF == 0:
+                    progress(done)
+            if len(raw) < 3 and not raw.strip():
+                continue
+            position += 1
+            try:
+                obj = loads(raw)
+            except ValueError as exc:
+                self._problem(summary, lineno, f"not valid JSON ({exc}); line skipped")
+                continue
+            if type(obj) is not dict:
+                self._problem(summary, lineno, "not a JSON object; line skipped")
+                continue
+            fn = obj.get("fn")
+            if type(fn) is not str or not fn:
+                self._problem(summary, lineno, 'no "fn" (the function name is required); '
+                                               "line skipped")
+                continue
+            key = obj.get("run")
+            state = runs.get(key)
+            if state is None:
+                state = runs[key] = _RunReplay(
+                    self.config, obj.get("run_info"), summary,
+                    key if isinstance(key, str) else None, self.use_code_settings,
+                    functools.partial(self._problem, summary, lineno),
+                )
+            if state.dead:
+                summary.not_evaluated += 1
+                continue
+            self._feed(state, obj, fn, raw, position, lineno, summary)
+        if progress is not None:
+            progress(done)
+        summary.calls = position
+        summary.runs = len(runs)
+        return summary
+
+    def _problem(self, summary: TraceSummary, lineno: int, message: str) -> None:
+        problem = Problem(summary.trace, lineno, message)
+        summary.problems.append(problem)
+        if self.on_problem is not None:
+            self.on_problem(problem)
+
+    def _feed(
+        self,
+        state: _RunReplay,
+        obj: dict[str, Any],
+        fn: str,
+        raw: bytes | str,
+        position: int,
+        lineno: int,
+        summary: TraceSummary,
+    ) -> None:
+        def problem(message: str) -> None:
+            self._problem(summary, lineno, message)
+
+        plan = state.plans.get(fn)
+        if plan is None:
+            plan = state.plan(fn, obj, problem)
+        if plan.off:
+            return  # live, a guard switched off records nothing; nor does replay
+        run = state.run
+        get = obj.get
+
+        # Parse everything before the run changes, so a bad line leaves no half-made call.
+        ts = get("ts")
+        if ts is not None and type(ts) not in _NUMBER:
+            problem(f'"ts" must be a number of seconds, got {ts!r}; treated as unknown')
+            ts = None
+        tagged = (_TAG_BYTES if type(raw) is bytes else TAG) in raw  # type: ignore[operator]
+        args = get("args")
+        if args is not None and type(args) is not dict:
+            problem(f'"args" must be a JSON object, got {type(args).__name__}; treated as unknown')
+            args = None
+        if args is None:
+            args = {}
+        elif tagged:
+            args = decode_value(args)
+        try:
+            hex_fp = get("args_fp")
+            if hex_fp is not None:
+                args_fp = bytes.fromhex(hex_fp)
+            else:
+                unbound = {k: v for k, v in args.items() if k not in plan.binder.excluded}
+                args_fp = plan.fingerprint_args(unbound)
+            hex_fp = get("result_fp")
+            result_fp = bytes.fromhex(hex_fp) if hex_fp is not None else None
+        except (TypeError, ValueError):
+            problem("a fingerprint is not a hex string; line skipped")
+            return
+        cost = get("cost")
+        if cost is not None and (type(cost) not in _NUMBER or cost != cost):
+            problem(f'"cost" must be a number, got {cost!r}; treated as unknown')
+            cost = None
+        error = get("error")
+        if error is not None and type(error) is not str:
+            error = str(error)
+
+        if "reset" in obj or "turn" in obj or "extra_cost" in obj:
+            self._run_events(run, obj, problem)
+        if ts is not None:
+            state.clock.now = float(ts)
+
+        call, decision = run._decide(plan, args_fp, args)
+        if decision.detections:
+            on_detection = self.on_detection
+            for detection in decision.detections:
+                found = ReplayedDetection(summary.trace, position, lineno, state.label, detection)
+                summary.detections.append(found)
+                if on_detection is not None:
+                    on_detection(found)
+        action = decision.action
+        if action == "kill":
+            state.dead = True
+            summary.kills.append(
+                ReplayedDetection(summary.trace, position, lineno, state.label,
+                                  decision.detection or decision.detections[0])
+            )
+            return
+        if action == "skip" or get("interrupted"):
+            return  # not executed (skip), or executed but never completed (interrupted)
+
+        has_result = "result" in obj
+        if result_fp is None:
+            if has_result:
+                value = obj["result"]
+                result_fp = fingerprint_result(decode_value(value) if tagged else value,
+                                               plan.volatile)
+            elif error is not None:
+                result_fp = fingerprint(("error", error))
+        features: dict[str, Any] = {}
+        if plan.result_features and (has_result or error is not None):
+            result = obj.get("result")
+            if tagged:
+                result = decode_value(result)
+            error_obj = _error_object(error) if error is not None else None
+            for name, extract in plan.result_features:
+                features[name] = extract(result, error_obj)
+        duration = get("duration")
+        record = CallRecord(
+            fn=fn,
+            index=call.index,
+            args_fp=args_fp,
+            result_fp=result_fp,
+            error=None if error is None else _error_name(error),
+            cost=cost or None,
+            start=float(ts) if ts is not None else state.clock.now,
+            duration=float(duration) if isinstance(duration, _NUMBER) else None,
+            features=features,
+        )
+        run._complete(record)
+
+    @staticmethod
+    def _run_events(run: Run, obj: dict[str, Any], problem: Callable[[str], None]) -> None:
+        with run._lock:
+            if "reset" in obj:
+                # Live, a reset restarts the run's clock: later "ts" values count from it.
+                run.resets += 1
+                run._clear()
+                run._start = 0.0
+            turn = obj.get("turn")
+            if type(turn) is int and turn != run._turn:
+                run._turn = turn
+                run._turn_calls = 0
+            extra = obj.get("extra_cost")
+            if isinstance(extra, _NUMBER) and not isinstance(extra, bool):
+                run._cost += extra
+            elif extra is not None:
+                problem(f'"extra_cost" must be a number, got {extra!r}; ignored')
+
+
+def _error_name(text: str) -> str:
+    name = text.partition(": ")[0]
+    return name if name.isidentifier() else text
+
+
+def trace_files(paths: Iterable[str]) -> Iterator[str]:
+    """Expand the command line's TRACE arguments: a directory stands for its ``*.jsonl`` files."""
+    for path in paths:
+        if path != "-" and os.path.isdir(path):
+            for name in sorted(os.listdir(path)):
+                full = os.path.join(path, name)
+                if name.endswith((".jsonl", ".ndjson")) and os.path.isfile(full):
+                    yield full
+        else:
+            yield path
+
+
+def replay(
+    paths: Iterable[str],
+    config: Config | None = None,
+    *,
+    use_code_settings: bool = True,
+) -> list[TraceSummary]:
+    """Replay trace files (or directories of them) under ``config`` (default: discovered)."""
+    replayer = Replayer(config or Config.load(), use_code_settings=use_code_settings)
+    return [replayer.replay_file(path) for path in trace_files(paths)]
+
+
+__all__ = [
+    "Problem",
+    "ReplayedDetection",
+    "Replayer",
+    "TraceSummary",
+    "replay",
+    "trace_files",
+]

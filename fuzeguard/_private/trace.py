@@ -1,0 +1,599 @@
+"""Traces: every call of a run appended to a JSON Lines file as it happens.
+
+One JSON object per call, written with a single ``write()`` as the call completes (or is killed,
+skipped or interrupted), so a crash or a kill loses nothing that was already written and lines
+from concurrent calls never interleave. ``docs/tracing.md`` documents the format; in short::
+
+    {"fn": "web_search", "args": {"query": "..."}, "result": "...", "args_fp": "<hex>",
+     "result_fp": "<hex>", "cost": 0.002, "ts": 1.25, "duration": 0.3, "run": "<run id>"}
+
+plus ``"error"`` for a failed call, ``"detections"`` and ``"action"`` when something fired,
+``"interrupted": true`` for a call that began but never finished, ``"run_info"`` on a run's first
+line, ``"guard"`` (the settings a guard sets in code) on a function's first line, and
+``"reset"``, ``"turn"`` and ``"extra_cost"`` when ``run.reset()``, ``run.end_turn()`` or an
+``add_cost()`` outside any call changed the run since the previous line.
+
+Values that JSON cannot hold are written in a tagged form, ``{"$fuze": "<kind>", ...}``
+(``encode_value``), that ``decode_value`` reads back; results and arguments larger than
+``trace_max_result_bytes`` are cut to a ``{"$fuze": "truncated", ...}`` marker. Fingerprints are
+always those of the full, unredacted values, so replay sees exactly what the live guard saw.
+
+A trace that cannot be written (a path that is not writable, a full disk) logs one
+``fuzeguard.trace_error`` event and the run goes on untraced: tracing never breaks a call.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import datetime as _dt
+import decimal
+import enum
+import json
+import math
+import os
+import threading
+import time
+import uuid
+from collections.abc import Mapping, Set
+from pathlib import PurePath
+from typing import TYPE_CHECKING, Any
+
+from fuzeguard._private.log import emit
+from fuzeguard._private.records import Call, CallRecord, Decision
+from fuzeguard._private.settings import Settings
+
+if TYPE_CHECKING:
+    from fuzeguard._private.plan import Plan
+    from fuzeguard._private.run import Run
+
+FORMAT_VERSION = 1
+TAG = "$fuze"
+REDACTED = "[redacted]"
+MAX_DEPTH = 64
+
+# Paths whose last attempt failed: the error is logged once per failure, not once per run.
+_failing: set[str] = set()
+_failing_lock = threading.Lock()
+
+_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+
+
+def open_recorder(path: str, run: Run) -> TraceRecorder:
+    """Open the trace for ``run``: the file ``path``, or a new file in the directory ``path``.
+
+    A path ending in ``/`` or naming an existing directory is a directory: each run gets its own
+    file there, named by its start time (UTC) and run id, such as
+    ``20261122T085300Z-3f2a9c1b7d4e.jsonl``. Never raises; on failure the recorder is disabled.
+    """
+    target = path
+    try:
+        if path.endswith(("/", os.sep)) or os.path.isdir(path):
+            os.makedirs(path, exist_ok=True)
+            stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(run.started_at))
+            target = os.path.join(path, f"{stamp}-{run.id}.jsonl")
+        else:
+            parent = os.path.dirname(path)
+            if parent:
+                os.makedirs(parent, exist_ok=True)
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
+        fd = os.open(target, flags, 0o600)
+    except OSError as exc:
+        _failed(path, target, run, exc)
+        return TraceRecorder(None, path, target, run)
+    with _failing_lock:
+        _failing.discard(path)
+    return TraceRecorder(fd, path, target, run)
+
+
+def _failed(path: str, target: str, run: Run, exc: OSError) -> None:
+    with _failing_lock:
+        if path in _failing:
+            return
+        _failing.add(path)
+    emit(
+        "error",
+        "fuzeguard.trace_error",
+        path=target,
+        run_id=run.id,
+        run_name=run.name,
+        error=exc.strerror or repr(exc),
+        errno=exc.errno,
+        message=(
+            f"cannot write the trace {target}: {exc.strerror or exc}; this run goes on without a "
+            "trace (lines already written stay valid). Check the trace setting or FUZE_TRACE, "
+            "the directory's permissions and free disk space."
+        ),
+    )
+
+
+class TraceRecorder:
+    """Writes one run's calls to its trace; thread-safe. Built by ``open_recorder``."""
+
+    __slots__ = (
+        "_cost",
+        "_fd",
+        "_fns",
+        "_lock",
+        "_resets",
+        "_started",
+        "_turn",
+        "path",
+        "run",
+        "target",
+    )
+
+    def __init__(self, fd: int | None, path: str, target: str, run: Run) -> None:
+        self._fd = fd
+        self.path = path
+        self.target = target
+        self.run = run
+        self._lock = threading.Lock()
+        self._fns: set[str] = set()
+        self._started = False
+        self._resets = run.resets
+        self._turn = 1
+        self._cost = 0.0
+
+    @property
+    def active(self) -> bool:
+        """False once the trace could not be opened or written."""
+        return self._fd is not None
+
+    def write_call(
+        self,
+        plan: Plan,
+        call: Call,
+        record: CallRecord,
+        decision: Decision,
+        result: Any,
+        error: BaseException | None,
+    ) -> None:
+        """Write a completed call: its arguments, result or error, cost and timing."""
+        if self._fd is None:
+            return
+        s = plan.settings
+        args = _args_text(call.arguments, s) if s.record_args else None
+        line: dict[str, Any] = {}
+        result_text = None
+        if error is None:
+            if s.record_results:
+                result_text = _capped(result, s.trace_max_result_bytes, _redact_set(s))
+        else:
+            line["error"] = _error_text(error, s)
+        line["args_fp"] = call.args_fp.hex()
+        if record.result_fp is not None:
+            line["result_fp"] = record.result_fp.hex()
+        if record.cost is not None:
+            line["cost"] = record.cost
+        line["ts"] = _seconds(record.start)
+        if record.duration is not None:
+            line["duration"] = _seconds(record.duration)
+        _add_detections(line, decision)
+        self._write(plan, call.fn, args, result_text, line, record.cost)
+
+    def write_refused(
+        self, plan: Plan, call: Call, decision: Decision, start: float | None = None
+    ) -> None:
+        """Write a call that left no record: killed, skipped, or interrupted while running."""
+        if self._fd is None:
+            return
+        s = plan.settings
+        args = _args_text(call.arguments, s) if s.record_args else None
+        line: dict[str, Any] = {"args_fp": call.args_fp.hex()}
+        if decision.action in ("call", "warn"):
+            line["interrupted"] = True
+        line["ts"] = _seconds(self.run.elapsed() if start is None else start)
+        _add_detections(line, decision)
+        self._write(plan, call.fn, args, None, line, None)
+
+    def _write(
+        self,
+        plan: Plan,
+        fn: str,
+        args: str | None,
+        result: str | None,
+        line: dict[str, Any],
+        cost: float | None,
+    ) -> None:
+        run = self.run
+        with self._lock:
+            fd = self._fd
+            if fd is None:
+                return
+            try:
+                line["run"] = run.id
+                if not self._started:
+                    self._started = True
+                    line["run_info"] = _run_info(run)
+                if run.resets != self._resets:
+                    self._resets = run.resets
+                    self._cost = 0.0
+                    line["reset"] = run.resets
+                if run._turn != self._turn:
+                    self._turn = run._turn
+                    line["turn"] = run._turn
+                if fn not in self._fns:
+                    self._fns.add(fn)
+                    options = code_options(plan, run)
+                    if options:
+                        line["guard"] = options
+                # Cost added with add_cost() outside any call reaches the run but no record.
+                expected = self._cost + (cost or 0.0)
+                if abs(run._cost - expected) > 1e-9 * max(1.0, abs(expected)):
+                    line["extra_cost"] = run._cost - expected
+                self._cost = run._cost
+                head = '{"fn":' + _dumps(fn)
+                if args is not None:
+                    head += ',"args":' + args
+                if result is not None:
+                    head += ',"result":' + result
+                data = (head + "," + _dumps(line)[1:] + "\n").encode("utf-8", "backslashreplace")
+                while data:
+                    written = os.write(fd, data)
+                    data = data[written:]
+            except OSError as exc:
+                self._disable()
+                _failed(self.path, self.target, run, exc)
+            except Exception as exc:  # an encoding bug must not break the call, nor lose the trace
+                emit("error", "fuzeguard.trace_error", path=self.target, run_id=run.id,
+                     error=repr(exc), message=f"a call to {fn} could not be written to the trace")
+
+    def _disable(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        """Close the file. Every line is already written; nothing is buffered."""
+        with self._lock:
+            self._disable()
+
+
+def _seconds(value: float) -> float:
+    # Microseconds, rounded down: a replayed timestamp is never later than the live one.
+    return math.floor(value * 1e6) / 1e6
+
+
+def _add_detections(line: dict[str, Any], decision: Decision) -> None:
+    if not decision.detections:
+        return
+    found = []
+    for d in decision.detections:
+        item: dict[str, Any] = {"layer": d.layer, "kind": d.kind, "action": d.action}
+        if d.count is not None:
+            item["count"] = d.count
+        if d.threshold is not None:
+            item["threshold"] = d.threshold
+        if d.similarity is not None:
+            item["similarity"] = d.similarity
+        item["message"] = d.message
+        found.append(item)
+    line["detections"] = found
+    # Observe mode lets the call through whatever its detections would have done.
+    line["action"] = "observe" if decision.action == "call" else decision.action
+
+
+def _run_info(run: Run) -> dict[str, Any]:
+    info: dict[str, Any] = {
+        "version": FORMAT_VERSION,
+        "name": run.name,
+        "id": run.id,
+        "started": _dt.datetime.fromtimestamp(run.started_at, _dt.timezone.utc)
+        .isoformat(timespec="milliseconds")
+        .replace("+00:00", "Z"),
+    }
+    settings = {}
+    config = run.config
+    values = config.settings_for(None)
+    from fuzeguard._private.config import schema
+
+    for key in schema():
+        if key != "trace" and config.origin_of(key) == "code" and _plain(values[key]):
+            settings[key] = _as_json_setting(values[key])
+    if settings:
+        info["settings"] = settings
+    return info
+
+
+def code_options(plan: Plan, run: Run) -> dict[str, Any]:
+    """The settings a guard resolved differently from its run's config: those set in code.
+
+    Written on a function's first line so that replay applies them as the live guard did.
+    Callables (``cost=`` or ``skip_value=`` functions) cannot be written and are left out.
+    """
+    values = run.config.settings_for(plan.name)
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(Settings):
+        if f.name in ("trace", "skip_value"):
+            continue
+        value = getattr(plan.settings, f.name)
+        if value != values.get(f.name) and _plain(value):
+            out[f.name] = _as_json_setting(value)
+    for layer in plan.layers:
+        if dataclasses.is_dataclass(layer):
+            for f in dataclasses.fields(layer):
+                if f.name in values and f.name not in out:
+                    value = getattr(layer, f.name)
+                    if value != values[f.name] and _plain(value):
+                        out[f.name] = _as_json_setting(value)
+    exempt = set(plan.settings.exempt_from)
+    names = [str(getattr(layer, "name", type(layer).__name__)) for layer in plan.layers]
+    if names != [n for n in plan.settings.layers if n not in exempt]:
+        out["layers"] = names
+    return out
+
+
+def _plain(value: Any) -> bool:
+    if value is None or isinstance(value, (bool, int, str)):
+        return True
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, (tuple, list)):
+        return all(_plain(v) for v in value)
+    return False
+
+
+def _as_json_setting(value: Any) -> Any:
+    return list(value) if isinstance(value, tuple) else value
+
+
+def _redact_set(s: Settings) -> frozenset[str]:
+    return frozenset(k.lower() for k in s.redact) if s.redact else frozenset()
+
+
+def _args_text(arguments: Mapping[str, Any], s: Settings) -> str:
+    redact = _redact_set(s)
+    cap = s.trace_max_result_bytes
+    encoded = encode_value(arguments, redact)
+    text = _dumps(encoded)
+    if len(text) <= cap or not isinstance(encoded, dict):
+        return text
+    # Too big as a whole: cut each oversized argument on its own, keep the small ones readable.
+    parts = {name: json.loads(_capped_encoded(value, cap)) for name, value in encoded.items()}
+    return _dumps(parts)
+
+
+def _capped(value: Any, cap: int, redact: frozenset[str]) -> str:
+    if type(value) is str:
+        size = len(value) if value.isascii() else len(value.encode("utf-8", "surrogatepass"))
+        if size <= cap:
+            return _dumps(value)
+        head = value.encode("utf-8", "surrogatepass")[:cap].decode("utf-8", "ignore")
+        return _dumps({TAG: "truncated", "type": "str", "bytes": size, "head": head})
+    return _capped_encoded(encode_value(value, redact), cap)
+
+
+def _capped_encoded(encoded: Any, cap: int) -> str:
+    text = _dumps(encoded)
+    size = len(text) if text.isascii() else len(text.encode("utf-8", "backslashreplace"))
+    if size <= cap:
+        return text
+    if isinstance(encoded, str):
+        head = encoded.encode("utf-8", "surrogatepass")[:cap].decode("utf-8", "ignore")
+        return _dumps({TAG: "truncated", "type": "str", "bytes": size, "head": head})
+    return _dumps({TAG: "truncated", "type": "json", "bytes": size, "head": text[:cap]})
+
+
+def _error_text(error: BaseException, s: Settings) -> str:
+    name = type(error).__name__
+    if not s.record_results:
+        return name
+    try:
+        message = str(error)
+    except Exception:
+        message = ""
+    if not message:
+        return name
+    limit = s.trace_max_result_bytes
+    if len(message) > limit:
+        message = message[:limit] + "…"
+    return f"{name}: {message}"
+
+
+# --------------------------------------------------------------------------- values
+
+
+def _qualname(tp: type) -> str:
+    return f"{getattr(tp, '__module__', '?')}.{getattr(tp, '__qualname__', tp.__name__)}"
+
+
+def encode_value(value: Any, redact: frozenset[str] = frozenset()) -> Any:
+    """A JSON-safe form of ``value``: plain JSON as is, anything else tagged (never raises).
+
+    - strings, finite numbers, booleans, None, lists, and dicts with string keys: as they are;
+    - ``{"$fuze": "float", "value": "nan" | "inf" | "-inf"}``;
+    - ``{"$fuze": "tuple" | "set", "items": [...]}``;
+    - ``{"$fuze": "dict", "items": [[key, value], ...]}`` for other keys (or a ``"$fuze"`` key);
+    - ``{"$fuze": "bytes", "base64": "..."}``;
+    - ``{"$fuze": "datetime" | "date" | "time" | "decimal" | "uuid" | "path", "value": "..."}``,
+      ``{"$fuze": "timedelta", "seconds": ...}``;
+    - ``{"$fuze": "enum", "type": "mod.Class", "value": ...}``;
+    - ``{"$fuze": "object", "type": "mod.Class", "fields": {...}}`` for dataclasses, attrs
+      classes and pydantic models; ``{"$fuze": "array", "dtype": ..., "items": [...]}`` for
+      numpy arrays;
+    - ``{"$fuze": "repr", "type": "mod.Class", "repr": "..."}`` for anything else (lossy);
+    - ``{"$fuze": "cycle"}`` where a structure contains itself, ``{"$fuze": "deep"}`` past 64
+      levels.
+
+    Mapping keys named in ``redact`` (case-insensitive, at any depth) get the value
+    ``"[redacted]"``.
+    """
+    try:
+        return _Encoder(redact).encode(value, 0)
+    except Exception:
+        return {TAG: "repr", "type": _qualname(type(value)), "repr": "<unencodable>"}
+
+
+class _Encoder:
+    __slots__ = ("active", "redact")
+
+    def __init__(self, redact: frozenset[str]) -> None:
+        self.redact = redact
+        self.active: set[int] = set()
+
+    def encode(self, v: Any, depth: int) -> Any:
+        t = type(v)
+        if t is str or t is int or t is bool or v is None:
+            return v
+        if t is float:
+            if math.isfinite(v):
+                return v
+            return {TAG: "float", "value": "nan" if v != v else ("inf" if v > 0 else "-inf")}
+        if depth >= MAX_DEPTH:
+            return {TAG: "deep"}
+        key = id(v)
+        if key in self.active:
+            return {TAG: "cycle"}
+        self.active.add(key)
+        try:
+            return self._container(v, t, depth + 1)
+        finally:
+            self.active.discard(key)
+
+    def _container(self, v: Any, t: type, depth: int) -> Any:
+        enc = self.encode
+        if t is list:
+            return [enc(item, depth) for item in v]
+        if t is dict or (isinstance(v, Mapping) and not _is_model(t)):
+            return self._mapping(v, depth)
+        if t is tuple:
+            return {TAG: "tuple", "items": [enc(item, depth) for item in v]}
+        if isinstance(v, (set, frozenset, Set)):
+            items = [enc(item, depth) for item in v]
+            try:
+                items.sort(key=_dumps)
+            except Exception:
+                pass
+            return {TAG: "set", "items": items}
+        if isinstance(v, (bytes, bytearray, memoryview)):
+            return {TAG: "bytes", "base64": base64.b64encode(bytes(v)).decode("ascii")}
+        if isinstance(v, enum.Enum):
+            return {TAG: "enum", "type": _qualname(t), "value": enc(v.value, depth)}
+        if isinstance(v, str):
+            return str.__str__(v)
+        if isinstance(v, bool):
+            return bool(v)
+        if isinstance(v, int) and not _is_numpy(t):
+            return int(v)
+        if isinstance(v, float) and not _is_numpy(t):
+            return enc(float(v), depth)
+        if isinstance(v, _dt.datetime):
+            return {TAG: "datetime", "value": v.isoformat()}
+        if isinstance(v, _dt.date):
+            return {TAG: "date", "value": v.isoformat()}
+        if isinstance(v, _dt.time):
+            return {TAG: "time", "value": v.isoformat()}
+        if isinstance(v, _dt.timedelta):
+            return {TAG: "timedelta", "seconds": v.total_seconds()}
+        if isinstance(v, decimal.Decimal):
+            return {TAG: "decimal", "value": str(v)}
+        if isinstance(v, uuid.UUID):
+            return {TAG: "uuid", "value": str(v)}
+        if isinstance(v, PurePath):
+            return {TAG: "path", "value": str(v)}
+        if isinstance(v, (list, tuple)):
+            return [enc(item, depth) for item in v]
+        if dataclasses.is_dataclass(v) and not isinstance(v, type):
+            fields = {f.name: getattr(v, f.name, None) for f in dataclasses.fields(v)}
+            return self._object(t, fields, depth)
+        if hasattr(t, "__attrs_attrs__"):
+            return self._object(t, {a.name: getattr(v, a.name, None) for a in t.__attrs_attrs__},
+                                depth)
+        if _is_model(t):
+            return self._object(t, v.model_dump(), depth)
+        if _is_numpy(t) and hasattr(v, "tolist"):
+            if getattr(v, "ndim", 1) == 0:
+                return enc(v.item(), depth)
+            return {TAG: "array", "dtype": str(getattr(v, "dtype", "")), "items": enc(v.tolist(), depth)}
+        try:
+            text = repr(v)
+        except Exception:
+            text = f"<{t.__name__}>"
+        return {TAG: "repr", "type": _qualname(t), "repr": text}
+
+    def _mapping(self, m: Mapping[Any, Any], depth: int) -> Any:
+        redact = self.redact
+        enc = self.encode
+        if all(type(k) is str for k in m) and TAG not in m:
+            out: dict[str, Any] = {}
+            for k, val in m.items():
+                out[k] = REDACTED if redact and k.lower() in redact else enc(val, depth)
+            return out
+        items = []
+        for k, val in m.items():
+            hidden = redact and isinstance(k, str) and k.lower() in redact
+            items.append([enc(k, depth), REDACTED if hidden else enc(val, depth)])
+        return {TAG: "dict", "items": items}
+
+    def _object(self, t: type, fields: Mapping[str, Any], depth: int) -> Any:
+        return {TAG: "object", "type": _qualname(t), "fields": self._mapping(fields, depth)}
+
+
+def _is_model(t: type) -> bool:
+    return hasattr(t, "model_fields") and hasattr(t, "model_dump")
+
+
+def _is_numpy(t: type) -> bool:
+    return getattr(t, "__module__", "").split(".", 1)[0] == "numpy"
+
+
+def decode_value(value: Any) -> Any:
+    """Read back what ``encode_value`` wrote: tagged forms become Python values again.
+
+    ``object``, ``enum``, ``array`` and ``repr`` forms stay as their dicts (their classes may not
+    exist where the trace is read). A truncated value becomes its head: the kept prefix of a
+    string, or the kept prefix of the JSON text of anything else.
+    """
+    t = type(value)
+    if t is list:
+        return [decode_value(v) for v in value]
+    if t is not dict:
+        return value
+    tag = value.get(TAG)
+    if tag is None:
+        return {k: decode_value(v) for k, v in value.items()}
+    try:
+        if tag == "tuple":
+            return tuple(decode_value(v) for v in value["items"])
+        if tag == "set":
+            items = [decode_value(v) for v in value["items"]]
+            try:
+                return set(items)
+            except TypeError:
+                return items
+        if tag == "dict":
+            out = {}
+            for k, v in value["items"]:
+                key = decode_value(k)
+                try:
+                    out[key] = decode_value(v)
+                except TypeError:
+                    out[_dumps(k)] = decode_value(v)
+            return out
+        if tag == "float":
+            return float(value["value"])
+        if tag == "bytes":
+            return base64.b64decode(value["base64"])
+        if tag == "datetime":
+            return _dt.datetime.fromisoformat(value["value"])
+        if tag == "date":
+            return _dt.date.fromisoformat(value["value"])
+        if tag == "time":
+            return _dt.time.fromisoformat(value["value"])
+        if tag == "timedelta":
+            return _dt.timedelta(seconds=value["seconds"])
+        if tag == "decimal":
+            return decimal.Decimal(value["value"])
+        if tag == "uuid":
+            return uuid.UUID(value["value"])
+        if tag == "path":
+            return PurePath(value["value"])
+        if tag == "truncated":
+            return value["head"]
+    except (KeyError, TypeError, ValueError, decimal.InvalidOperation):
+        pass
+    return value
