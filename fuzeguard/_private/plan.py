@@ -21,27 +21,49 @@ _EMPTY = inspect.Parameter.empty
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
 
 
+# Parameters that LangChain / LangGraph fill in themselves and hide from the tool schema: the
+# ``Annotated[..., InjectedToolArg]`` family (InjectedToolCallId, InjectedState, InjectedStore) and
+# directly injected types such as ``ToolRuntime``. They change on every call (a fresh tool call id,
+# the growing message list), so fingerprinting them would hide every repeat. Matched by class name
+# in the MRO so that fuzeguard never imports the framework.
+_INJECTED_MARKERS = frozenset({"InjectedToolArg", "_DirectlyInjectedToolArg"})
+
+
+def _is_injected(obj: Any) -> bool:
+    cls = obj if isinstance(obj, type) else type(obj)
+    return any(base.__name__ in _INJECTED_MARKERS for base in getattr(cls, "__mro__", ()))
+
+
 def is_context_annotation(annotation: Any) -> bool:
-    """True for framework context parameters (types named ``*Context`` / ``*ContextWrapper``)."""
+    """True for parameters a framework passes in itself: types named ``*Context`` /
+    ``*ContextWrapper`` (Pydantic AI ``RunContext``, OpenAI Agents ``RunContextWrapper`` and
+    ``ToolContext``, MCP ``Context``) and LangChain's injected arguments (``Annotated[...,
+    InjectedToolCallId]``, ``InjectedState``, ``InjectedStore``, ``ToolRuntime``)."""
     if annotation is _EMPTY or annotation is None:
         return False
     if isinstance(annotation, str):
         text = annotation.replace(" ", "")
+        annotated = text.startswith(("Annotated[", "typing.Annotated[", "typing_extensions.Annotated["))
         for part in text.replace("|", ",").replace("[", ",").replace("]", ",").split(","):
             base = part.rsplit(".", 1)[-1]
-            if base.endswith(("Context", "ContextWrapper")):
+            if base.endswith(("Context", "ContextWrapper")) or base == "ToolRuntime":
                 return True
-            if part.startswith(("Optional", "Union")):
+            if annotated and base.startswith("Injected"):
+                return True
+            if part.startswith(("Optional", "Union", "Annotated")) or part.endswith(".Annotated"):
                 continue
-            if base:
+            if base and not annotated:
                 break
         return False
     origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        inner, *metadata = typing.get_args(annotation)
+        return any(_is_injected(m) for m in metadata) or is_context_annotation(inner)
     if origin is typing.Union or (origin is not None and type(annotation).__name__ == "UnionType"):
         return any(is_context_annotation(a) for a in typing.get_args(annotation) if a is not type(None))
     target = origin if origin is not None else annotation
     name = getattr(target, "__name__", "") or ""
-    return name.endswith(("Context", "ContextWrapper"))
+    return name.endswith(("Context", "ContextWrapper")) or _is_injected(target)
 
 
 class Binder:
