@@ -1,0 +1,445 @@
+"""The ``fuze`` command: ``fuze demo``, ``fuze check`` and ``fuze replay``.
+
+Exit status: 0 when the command ran (whatever it found), 1 when ``--fail-on-detect`` was given and
+a replayed trace had detections, 2 for usage and configuration errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from fuzeguard._private.config import Config, schema
+from fuzeguard._private.exceptions import ConfigError
+from fuzeguard._private.replay import Problem, ReplayedDetection, Replayer, trace_files
+
+EXIT_OK = 0
+EXIT_DETECTED = 1
+EXIT_USAGE = 2
+
+MAX_ROWS = 50
+MAX_PROBLEMS = 20
+PROGRESS_BYTES = 16 * 1024 * 1024
+PROGRESS_TRACES = 10
+
+_MAIN_EPILOG = """\
+examples:
+  fuze demo                                     watch the guard stop a scripted agent
+  fuze check                                    validate the discovered fuze.toml
+  fuze check fuze.toml --env production         ... with fuze.production.toml over it
+  fuze replay traces/ --config fuze.candidate.toml
+                                                what a candidate config would have caught
+  fuze replay traces/*.jsonl --format json --fail-on-detect
+                                                a CI gate over recorded traces
+
+Record traces with trace = "traces/" in fuze.toml, FUZE_TRACE=traces/ or
+fuzeguard.run(..., trace="traces/"). See docs/cli.md, docs/tracing.md, docs/tuning.md.
+exit status: 0 ran, 1 detections with --fail-on-detect, 2 usage or config error.
+"""
+
+_CHECK_EPILOG = """\
+Prints every key's effective value and where it comes from: default, base file, env
+file, or a [functions.NAME] table. Exits 2 with the error (file, key, line, suggestion)
+when the file is not valid.
+
+examples:
+  fuze check                          the file discovery finds (FUZE_CONFIG, fuze.toml,
+                                      [tool.fuzeguard] in pyproject.toml)
+  fuze check config/fuze.toml --env production
+"""
+
+_REPLAY_EPILOG = """\
+Each trace line is one call; calls are fed through the layers in order, using the
+recorded results and fingerprints, and nothing is executed. A killed run stops there;
+a call the replay skips is treated as not executed; every trace (and every run in a
+shared trace file) is an independent run. Malformed lines are reported on stderr as
+FILE:LINE and skipped. A directory stands for the *.jsonl files in it; - is stdin.
+
+--format json prints one object per detection and nothing else on stdout:
+  {"trace": "traces/a.jsonl", "call": 7, "fn": "web_search", "layer": "dedup",
+   "action": "kill", "count": 4, "threshold": 3, "message": "..."}
+("call" is the 1-based index of the call in the trace.)
+
+examples:
+  fuze replay traces/                              under the discovered config
+  fuze replay traces/ --config fuze.candidate.toml --env production
+  fuze replay run.jsonl --format json | jq -r .layer | sort | uniq -c
+  fuze replay traces/ --fail-on-detect             exit 1 if anything would fire
+"""
+
+
+def _parser() -> argparse.ArgumentParser:
+    fmt = argparse.RawDescriptionHelpFormatter
+    parser = argparse.ArgumentParser(
+        prog="fuze",
+        description="fuzeguard: stop AI agents from looping. Check configs, replay recorded "
+        "traces through the detection layers, or watch a demo.",
+        epilog=_MAIN_EPILOG,
+        formatter_class=fmt,
+    )
+    from fuzeguard import __version__
+
+    parser.add_argument("--version", action="version", version=f"fuzeguard {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
+    sub.add_parser(
+        "demo",
+        help="a scripted agent gets stuck and the guard catches it (no model, no network)",
+        description="Run the demo: a scripted agent loops, the guard warns, skips, then kills. "
+        "Options: --no-color.",
+        epilog="example:\n  fuze demo --no-color",
+        formatter_class=fmt,
+        add_help=False,
+    )
+    check = sub.add_parser(
+        "check",
+        help="validate a config file and print the effective settings",
+        description="Validate a fuze.toml (or the discovered config) and print the effective "
+        "settings for an environment, with where each value comes from.",
+        epilog=_CHECK_EPILOG,
+        formatter_class=fmt,
+    )
+    check.add_argument("path", nargs="?", metavar="PATH",
+                       help="config file (fuze.toml or pyproject.toml); default: discovered")
+    check.add_argument("--env", metavar="NAME",
+                       help="environment overlay fuze.NAME.toml (default: $FUZE_ENV)")
+    rep = sub.add_parser(
+        "replay",
+        help="replay recorded traces through the layers and report what fires",
+        description="Replay recorded traces through the configured layers without executing "
+        "anything, and report every detection.",
+        epilog=_REPLAY_EPILOG,
+        formatter_class=fmt,
+    )
+    rep.add_argument("traces", nargs="+", metavar="TRACE",
+                     help="trace files (JSON Lines), directories of them, or - for stdin")
+    rep.add_argument("--config", metavar="PATH",
+                     help="config to replay under (default: the discovered one)")
+    rep.add_argument("--env", metavar="NAME",
+                     help="environment overlay fuze.NAME.toml (default: $FUZE_ENV)")
+    rep.add_argument("--format", choices=("text", "json"), default="text",
+                     help="text (tables and a summary) or json (one object per detection)")
+    rep.add_argument("--fail-on-detect", action="store_true",
+                     help="exit 1 when anything was detected (for CI checks)")
+    rep.add_argument("--ignore-code-settings", action="store_true",
+                     help="ignore settings the traced code passed to guard()/run(): "
+                     "let the config alone decide")
+    progress = rep.add_mutually_exclusive_group()
+    progress.add_argument("--progress", dest="progress", action="store_true", default=None,
+                          help="always show the progress bar (on stderr)")
+    progress.add_argument("--no-progress", dest="progress", action="store_false",
+                          help="never show the progress bar")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``fuze`` command; returns the exit status."""
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    if args_list and args_list[0] == "demo":
+        from fuzeguard._private.demo import main as demo_main
+
+        return demo_main(args_list[1:])
+    parser = _parser()
+    try:
+        args = parser.parse_args(args_list)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    if args.command is None:
+        parser.print_help()
+        return EXIT_USAGE
+    if args.command == "check":
+        return check(args.path, env=args.env)
+    return replay(
+        args.traces,
+        config_path=args.config,
+        env=args.env,
+        fmt=args.format,
+        fail_on_detect=args.fail_on_detect,
+        use_code_settings=not args.ignore_code_settings,
+        progress=args.progress,
+    )
+
+
+# --------------------------------------------------------------------------- check
+
+
+def _toml_value(value: Any) -> str:
+    if value is None:
+        return "(not set: off)"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    if isinstance(value, float):
+        return f"{value:g}" if value == int(value) and abs(value) < 1e15 else repr(value)
+    if callable(value):
+        return f"<{getattr(value, '__name__', 'function')}>"
+    return str(value)
+
+
+def _origin_label(origin: str, config: Config) -> str:
+    if origin in ("default", "code"):
+        return origin
+    prefix = ""
+    if origin.startswith("[functions."):
+        prefix, _, origin = origin.partition(" in ")
+        prefix += " in "
+    if config.env and Path(origin).name == f"fuze.{config.env}.toml":
+        return f"{prefix}env file {origin}"
+    return f"{prefix}base file {origin}"
+
+
+def check(
+    path: str | None, *, env: str | None = None, out: TextIO | None = None,
+    err: TextIO | None = None,
+) -> int:
+    """``fuze check``: validate a config and print the effective settings; returns the status."""
+    out = out or sys.stdout
+    err = err or sys.stderr
+    try:
+        config = Config.load(path, env=env)
+    except ConfigError as exc:
+        print(f"fuze check: {exc}", file=err)
+        return EXIT_USAGE
+    env = config.env
+    if config.files:
+        print(f"{', '.join(config.files)}: valid", file=out)
+    else:
+        print("No config file found (FUZE_CONFIG, fuze.toml, or [tool.fuzeguard] in "
+              "pyproject.toml, from here up): built-in defaults.", file=out)
+    if env:
+        overlay = [f for f in config.files if Path(f).name == f"fuze.{env}.toml"]
+        if overlay:
+            print(f"environment {env!r}: {overlay[0]} over the base file", file=out)
+        else:
+            print(f"fuze check: warning: environment {env!r} has no fuze.{env}.toml beside the "
+                  "base file; it changes nothing", file=err)
+    specs = schema()
+    values = config.settings_for(None)
+    for section in ("defaults", "loop_detection"):
+        keys = [k for k, s in specs.items() if s.section == section]
+        print(f"\n[{section}]", file=out)
+        _print_rows(out, [(k, _toml_value(values[k]), _origin_label(config.origin_of(k), config))
+                          for k in keys])
+    for fn in config.functions:
+        fn_values = config.settings_for(fn)
+        rows = []
+        for key in specs:
+            origin = config.origin_of(key, fn)
+            if origin.startswith("[functions."):
+                rows.append((key, _toml_value(fn_values[key]), _origin_label(origin, config)))
+        print(f"\n[functions.{fn}]", file=out)
+        _print_rows(out, rows)
+    return EXIT_OK
+
+
+def _print_rows(out: TextIO, rows: list[tuple[str, str, str]]) -> None:
+    if not rows:
+        return
+    key_w = max(len(r[0]) for r in rows)
+    val_w = min(max(len(r[1]) for r in rows), 40)
+    for key, value, origin in rows:
+        print(f"{key:<{key_w}} = {value:<{val_w}}  # {origin}", file=out)
+
+
+# --------------------------------------------------------------------------- replay
+
+
+class _Progress:
+    """A one-line progress bar on stderr, redrawn at most ten times a second."""
+
+    def __init__(self, stream: TextIO, total_bytes: int, traces: int) -> None:
+        self.stream = stream
+        self.total = max(total_bytes, 1)
+        self.traces = traces
+        self.base = 0
+        self.index = 0
+        self.last = 0.0
+
+    def start(self, index: int) -> None:
+        self.index = index
+
+    def update(self, done: int, *, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self.last < 0.1:
+            return
+        self.last = now
+        fraction = min((self.base + done) / self.total, 1.0)
+        width = 30
+        filled = int(fraction * width)
+        bar = "#" * filled + "-" * (width - filled)
+        self.stream.write(
+            f"\r[{bar}] {fraction:6.1%}  {_size(self.base + done)}/{_size(self.total)}  "
+            f"trace {self.index}/{self.traces} "
+        )
+        self.stream.flush()
+
+    def finish_trace(self, size: int) -> None:
+        self.base += size
+
+    def close(self) -> None:
+        self.update(0, force=True)
+        self.stream.write("\r" + " " * 79 + "\r")
+        self.stream.flush()
+
+
+def _size(n: int) -> str:
+    value = float(n)
+    for unit in ("B", "KB", "MB", "GB"):
+        if value < 1024 or unit == "GB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{n} B"  # pragma: no cover - the loop always returns
+
+
+def replay(
+    paths: Sequence[str],
+    *,
+    config_path: str | None = None,
+    env: str | None = None,
+    fmt: str = "text",
+    fail_on_detect: bool = False,
+    use_code_settings: bool = True,
+    progress: bool | None = None,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+) -> int:
+    """``fuze replay``: replay traces and report detections; returns the exit status."""
+    out = out or sys.stdout
+    err = err or sys.stderr
+    try:
+        config = Config.load(config_path, env=env)
+    except ConfigError as exc:
+        print(f"fuze replay: {exc}", file=err)
+        return EXIT_USAGE
+    files = list(trace_files(paths))
+    missing = [p for p in files if p != "-" and not os.path.isfile(p)]
+    if missing:
+        for p in missing:
+            print(f"fuze replay: no such trace file: {p}", file=err)
+        return EXIT_USAGE
+    for p in paths:
+        if os.path.isdir(p) and not any(f.startswith(os.path.join(p, "")) for f in files):
+            print(f"fuze replay: warning: no .jsonl traces in directory {p}", file=err)
+
+    sizes = [os.path.getsize(p) if p != "-" else 0 for p in files]
+    show = progress if progress is not None else (
+        err.isatty() and (len(files) >= PROGRESS_TRACES or sum(sizes) >= PROGRESS_BYTES)
+    )
+    bar = _Progress(err, sum(sizes), len(files)) if show else None
+
+    problems_shown: dict[str, int] = {}
+
+    def on_problem(problem: Problem) -> None:
+        shown = problems_shown.get(problem.trace, 0)
+        problems_shown[problem.trace] = shown + 1
+        if shown < MAX_PROBLEMS:
+            if bar is not None:
+                err.write("\r" + " " * 79 + "\r")
+            print(f"fuze replay: {problem}", file=err)
+
+    def on_json(found: ReplayedDetection) -> None:
+        out.write(json.dumps(found.as_json(), ensure_ascii=False) + "\n")
+
+    replayer = Replayer(
+        config,
+        on_detection=on_json if fmt == "json" else None,
+        on_problem=on_problem,
+        use_code_settings=use_code_settings,
+    )
+    total_calls = total_runs = total_detections = killed = problems = 0
+    by_layer: dict[str, int] = {}
+    by_action: dict[str, int] = {}
+    for i, (path, size) in enumerate(zip(files, sizes, strict=True), start=1):
+        if bar is not None:
+            bar.start(i)
+            bar.update(0, force=True)
+        try:
+            summary = replayer.replay_file(path, progress=bar.update if bar else None)
+        except OSError as exc:
+            print(f"fuze replay: cannot read {path}: {exc.strerror or exc}", file=err)
+            return EXIT_USAGE
+        if bar is not None:
+            bar.finish_trace(size)
+        extra = problems_shown.get(path, 0) - MAX_PROBLEMS
+        if extra > 0:
+            print(f"fuze replay: ... and {extra} more problem lines in {path}", file=err)
+        total_calls += summary.calls
+        total_runs += summary.runs
+        total_detections += len(summary.detections)
+        killed += len(summary.kills)
+        problems += len(summary.problems)
+        for found in summary.detections:
+            d = found.detection
+            by_layer[d.layer] = by_layer.get(d.layer, 0) + 1
+            by_action[d.action] = by_action.get(d.action, 0) + 1
+        if fmt == "text":
+            if bar is not None:
+                err.write("\r" + " " * 79 + "\r")
+            _print_trace(out, summary)
+    if bar is not None:
+        bar.close()
+    out.flush()
+    if fmt == "text":
+        where = ", ".join(config.files) or "built-in defaults"
+        if config.env:
+            where += f" (env {config.env})"
+        print(f"\nReplayed {len(files)} trace{_s(len(files))}: {total_calls:,} calls in "
+              f"{total_runs:,} run{_s(total_runs)}, under {where}.", file=out)
+        if total_detections:
+            layers = ", ".join(f"{k} {v}" for k, v in sorted(by_layer.items(), key=lambda kv: -kv[1]))
+            actions = ", ".join(f"{k} {v}" for k, v in sorted(by_action.items(), key=lambda kv: -kv[1]))
+            print(f"{total_detections:,} detection{_s(total_detections)} (by layer: {layers}; "
+                  f"by action: {actions}); {killed} run{_s(killed)} killed.", file=out)
+        else:
+            print("Nothing would have fired.", file=out)
+        if problems:
+            print(f"{problems} line{_s(problems)} could not be replayed as written (see stderr).",
+                  file=out)
+    if fail_on_detect and total_detections:
+        return EXIT_DETECTED
+    return EXIT_OK
+
+
+def _s(n: int) -> str:
+    return "" if n == 1 else "s"
+
+
+def _print_trace(out: TextIO, summary: Any) -> None:
+    found: list[ReplayedDetection] = summary.detections
+    head = (f"{summary.trace}: {summary.calls:,} call{_s(summary.calls)}, "
+            f"{summary.runs} run{_s(summary.runs)}, {len(found)} detection{_s(len(found))}")
+    print(head, file=out)
+    if found:
+        rows = []
+        for item in found[:MAX_ROWS]:
+            d = item.detection
+            count = "" if d.count is None else str(d.count)
+            if d.threshold is not None:
+                count += f"/{d.threshold:g}" if count else f"limit {d.threshold:g}"
+            message = d.message if len(d.message) <= 70 else d.message[:69] + "…"
+            rows.append((str(item.call), d.fn, d.layer, d.action, count, message))
+        widths = [max(len(r[i]) for r in [("call", "fn", "layer", "action", "count", ""), *rows])
+                  for i in range(5)]
+        header = ("call", "fn", "layer", "action", "count")
+        print("  " + "  ".join(h.ljust(w) if i else h.rjust(w) for i, (h, w) in
+                               enumerate(zip(header, widths, strict=True))) + "  message", file=out)
+        for r in rows:
+            cells = [r[0].rjust(widths[0])] + [r[i].ljust(widths[i]) for i in range(1, 5)]
+            print("  " + "  ".join(cells) + "  " + r[5], file=out)
+        if len(found) > MAX_ROWS:
+            print(f"  ... and {len(found) - MAX_ROWS:,} more (--format json lists them all)",
+                  file=out)
+    for kill in summary.kills:
+        run = f" (run {kill.run})" if summary.runs > 1 and kill.run else ""
+        print(f"  run killed at call {kill.call}{run} by {kill.detection.layer}", file=out)
+    if summary.not_evaluated:
+        print(f"  {summary.not_evaluated:,} later call{_s(summary.not_evaluated)} not evaluated "
+              "(their run was already killed)", file=out)
