@@ -34,14 +34,31 @@ MAX_DEPTH = 64
 
 _NO_KEYS: frozenset[str] = frozenset()
 _OBJECT_REPR: Any = object.__repr__
+# Payloads from this size on are hashed in place: copying a megabyte into a fresh buffer costs
+# more than hashing it (page faults on every new large allocation).
+_STREAM_FROM = 1 << 16
 
 
-def fingerprint(value: Any, volatile_keys: frozenset[str] = _NO_KEYS) -> bytes:
-    """Return a 16-byte blake3 fingerprint of ``value``'s canonical encoding.
+def fingerprint(value: Any, volatile_keys: frozenset[str] = _NO_KEYS, prefix: bytes = b"") -> bytes:
+    """Return a 16-byte blake3 fingerprint of ``prefix`` + ``value``'s canonical encoding.
 
     Keys of mappings (at any depth) whose lower-cased name is in ``volatile_keys`` are left out.
+    Large payloads are fed to the hash piece by piece rather than copied into one encoding.
     """
-    return blake3(encode(value, volatile_keys)).digest(FINGERPRINT_BYTES)
+    pieces = _pieces(value, volatile_keys)
+    if len(pieces) == 1:
+        data = pieces[0]
+        if len(data) < _STREAM_FROM:
+            return blake3(prefix + data if prefix else data).digest(FINGERPRINT_BYTES)
+        hasher = blake3(prefix)
+        hasher.update(data)
+        return hasher.digest(FINGERPRINT_BYTES)
+    if sum(map(len, pieces)) < _STREAM_FROM:
+        return blake3(prefix + b"".join(pieces)).digest(FINGERPRINT_BYTES)
+    hasher = blake3(prefix)
+    for piece in pieces:
+        hasher.update(piece)
+    return hasher.digest(FINGERPRINT_BYTES)
 
 
 def fingerprint_result(value: Any, volatile_keys: frozenset[str]) -> bytes:
@@ -69,29 +86,38 @@ def fingerprint_error(error: BaseException) -> bytes:
 
 def encode(value: Any, volatile_keys: frozenset[str] = _NO_KEYS) -> bytes:
     """Return the canonical encoding of ``value``; never raises."""
+    pieces = _pieces(value, volatile_keys)
+    return pieces[0] if len(pieces) == 1 else b"".join(pieces)
+
+
+def _pieces(value: Any, volatile_keys: frozenset[str]) -> list[bytes]:
+    """The canonical encoding of ``value`` as a list of pieces, large payloads left uncopied."""
     # Fast paths for what tools are called with and return most: a string, a number, and a flat
     # mapping of names to plain values (the bound arguments of most tools). They write exactly
     # the bytes the general encoder writes, without its per-value method calls.
     t = type(value)
     if t is str:
         b = value.encode("utf-8", "surrogatepass")
-        return b"s%d:%b" % (len(b), b)
+        if len(b) < _STREAM_FROM:
+            return [b"s%d:%b" % (len(b), b)]
+        return [b"s%d:" % len(b), b]
     if t is dict:
         flat = _flat_mapping(value, volatile_keys)
         if flat is not None:
-            return flat
+            return [flat]
     elif t is int:
-        return b"i%x;" % value
+        return [b"i%x;" % value]
     out: list[bytes] = []
     try:
         _Encoder(out, volatile_keys).encode(value, 0)
     except Exception:  # pragma: no cover - the encoder guards every step; this is the last net
         out = [b"!", _qualname(type(value)).encode()]
-    return b"".join(out)
+    return out
 
 
 def _flat_mapping(m: dict[Any, Any], volatile: frozenset[str]) -> bytes | None:
-    """Encode a dict of string keys and str/int/None/bool/float values; None for anything else.
+    """Encode a dict of string keys and str/int/None/bool/float values; None for anything else
+    (including strings long enough to be worth hashing without a copy).
 
     Keys are distinct strings, so sorting the concatenated key+value encodings orders the pairs
     exactly as the general encoder's sort of (key, value) pairs does: two key encodings of
@@ -108,6 +134,8 @@ def _flat_mapping(m: dict[Any, Any], volatile: frozenset[str]) -> bytes | None:
             t = type(v)
             if t is str:
                 vb = v.encode("utf-8", "surrogatepass")
+                if len(vb) >= _STREAM_FROM:
+                    return None  # the general encoder keeps a large payload as its own piece
                 parts.append(b"s%d:%bs%d:%b" % (len(kb), kb, len(vb), vb))
             elif t is int:
                 parts.append(b"s%d:%bi%x;" % (len(kb), kb, v))
@@ -179,7 +207,7 @@ class _Encoder:
             return
         volatile = self.volatile
         sub = self._sub
-        pairs: list[tuple[bytes, bytes]] = []
+        pairs: list[tuple[bytes, ...]] = []
         for k, val in list(m.items()):
             # String keys and string or int values (nearly all of JSON-like data) are written
             # inline: the same bytes ``_sub`` would give, without a nested encoder pass.
@@ -193,7 +221,10 @@ class _Encoder:
             t = type(val)
             if t is str:
                 vb = val.encode("utf-8", "surrogatepass")
-                pairs.append((kb, b"s%d:%b" % (len(vb), vb)))
+                if len(vb) < _STREAM_FROM:
+                    pairs.append((kb, b"s%d:%b" % (len(vb), vb)))
+                else:  # header and payload apart: sorts the same, and the payload is not copied
+                    pairs.append((kb, b"s%d:" % len(vb), vb))
             elif t is int:
                 pairs.append((kb, b"i%x;" % val))
             else:
@@ -201,9 +232,8 @@ class _Encoder:
         pairs.sort()
         out = self.out
         out.append(tag)
-        for kb, vb in pairs:
-            out.append(kb)
-            out.append(vb)
+        for pair in pairs:
+            out.extend(pair)
         out.append(b"}")
         self.active.discard(id(m))
 
