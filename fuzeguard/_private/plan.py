@@ -9,11 +9,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from blake3 import blake3
-
 from fuzeguard._private.config import Config
 from fuzeguard._private.exceptions import ConfigError
-from fuzeguard._private.fingerprint import FINGERPRINT_BYTES, encode
+from fuzeguard._private.fingerprint import encode, fingerprint
 from fuzeguard._private.layer import Layer
 from fuzeguard._private.settings import Settings
 
@@ -146,7 +144,7 @@ class Plan:
     result_features: tuple[tuple[str, Callable[[Any, BaseException | None], Any]], ...]
 
     def fingerprint_args(self, arguments: Mapping[str, Any]) -> bytes:
-        return blake3(self.prefix + encode(arguments)).digest(FINGERPRINT_BYTES)
+        return fingerprint(arguments, prefix=self.prefix)
 
 
 def build_plan(
