@@ -196,6 +196,123 @@ def _observe(run: fuzeguard.Run) -> None:
         web_search("q")
 
 
+def _ping_pong(run: fuzeguard.Run) -> None:
+    """DeerFlow cycle layer: A-B ping-pong that no single-name counter trips."""
+
+    @guard
+    def web_search(query: str) -> str:
+        return "3 results: reviews.example/laptops, shop.example, forum.example"
+
+    @guard
+    def web_fetch(url: str) -> str:
+        return "<html>the same five laptops as yesterday</html>"
+
+    for _ in range(6):
+        web_search("laptop reviews")
+        web_fetch("https://reviews.example/laptops")
+
+
+def _three_cycle(run: fuzeguard.Run) -> None:
+    """DeerFlow cycle layer: A-B-C-A-B-C with changing arguments, judged over tool names."""
+
+    @guard
+    def plan(step: int) -> str:
+        return "plan: search, read, summarise"
+
+    @guard
+    def search(step: int) -> str:
+        return "nothing found"
+
+    @guard
+    def read(step: int) -> str:
+        return "empty"
+
+    for step in range(6):
+        plan(step)
+        search(step)
+        read(step)
+
+
+def _same_answer_new_questions(run: fuzeguard.Run) -> None:
+    """Fuze layer 4: different inputs, same output."""
+
+    @guard
+    def web_search(query: str) -> str:
+        return "No results found for your query. Try again later with other words please."
+
+    for n in range(8):
+        web_search(f"laptop reviews page {n}")
+
+
+def _spending_on_nothing(run: fuzeguard.Run) -> None:
+    """Fuze layer 3: spending fast while producing nothing new."""
+
+    @guard(cost=0.4)
+    def ask_model(prompt: str) -> str:
+        return "I am not sure. Could you rephrase the question so that I can help you better?"
+
+    for n in range(8):
+        ask_model(f"attempt {n}: what is the answer?")
+
+
+def _spending_per_minute(run: fuzeguard.Run) -> None:
+    @guard(cost=2.0)
+    def ask_model(prompt: str) -> str:
+        return "I am not sure. Could you rephrase the question so that I can help you better?"
+
+    with freeze_time("2026-01-01 00:00:00") as clock:
+        run._start = run._now()
+        for n in range(8):
+            ask_model(f"attempt {n}")
+            clock.tick(3)
+
+
+def _rephrased(run: fuzeguard.Run) -> None:
+    """Ralph fuzzy ratio: rephrased requests that keep getting the same answer."""
+
+    @guard
+    def web_search(query: str) -> str:
+        return "Top pick: the Example Book 14, for its keyboard and battery life in 2026."
+
+    for query in ["best laptop for programming 2026", "best laptops for programming 2026",
+                  "the best laptop for programming 2026", "best laptop for programming in 2026",
+                  "best laptop for programmers 2026", "best laptop for coding 2026"]:
+        web_search(query)
+
+
+def _chanting(run: fuzeguard.Run) -> None:
+    """Fuze layer 5: one output that repeats the same passage over and over."""
+
+    @guard
+    def summarise(doc: str) -> str:
+        return "The answer is in the appendix of the report. " * 12
+
+    @guard
+    def lookup(key: str) -> str:
+        return f"value of {key}"
+
+    for n in range(3):
+        lookup(f"k{n}")
+        summarise(f"doc {n}")
+        summarise(f"doc {n}, shorter please")
+
+
+def _same_output_two_tools(run: fuzeguard.Run) -> None:
+    """Fuze layer 5: two tools bouncing near-identical outputs."""
+
+    @guard
+    def read_page(url: str) -> str:
+        return f"Welcome to the shop. Our laptops ship in two days. Page: {url[-1]}."
+
+    @guard
+    def read_cache(key: str) -> str:
+        return f"Welcome to the shop. Our laptops ship in two days. Page: {key[-1]}!"
+
+    for n in range(4):
+        read_page(f"https://shop.example/{n}")
+        read_cache(f"page-{n}")
+
+
 SCENARIOS: dict[str, list[Scenario]] = {
     "iterations": [
         Scenario("cap", {"defaults": {"max_iterations": 5}}, _many_pages),
@@ -213,6 +330,34 @@ SCENARIOS: dict[str, list[Scenario]] = {
         Scenario("errors", {"defaults": {"on_loop": "warn"}}, _failing_tool),
         Scenario("skip ladder", {}, _skip_ladder),
         Scenario("observe", {"defaults": {"enabled": "observe"}}, _observe),
+    ],
+    "cycle": [
+        Scenario("ping-pong", {"defaults": {"on_loop": "warn"}}, _ping_pong),
+        Scenario("three calls over names", {"defaults": {"on_loop": ["warn", "skip", "kill"]}},
+                 _three_cycle),
+    ],
+    "progress": [
+        Scenario("same output", {"defaults": {"on_loop": ["warn", "kill"]}},
+                 _same_answer_new_questions),
+    ],
+    "cost_velocity": [
+        Scenario("per window",
+                 {"defaults": {"on_loop": "warn"},
+                  "loop_detection": {"cost_velocity_threshold": 1.5}},
+                 _spending_on_nothing),
+        Scenario("per minute",
+                 {"defaults": {"on_loop": "warn"},
+                  "loop_detection": {"cost_velocity_per_minute": 20.0}},
+                 _spending_per_minute),
+    ],
+    "semantic": [
+        Scenario("rephrased requests",
+                 {"defaults": {"on_loop": "warn", "layers": ["semantic", "limits"]}}, _rephrased),
+        Scenario("chanting output",
+                 {"defaults": {"on_loop": "warn", "layers": ["semantic"]}}, _chanting),
+        Scenario("two tools, one output",
+                 {"defaults": {"on_loop": "warn", "layers": ["semantic", "dedup"]}},
+                 _same_output_two_tools),
     ],
     "limits": [
         Scenario("max_calls", {"defaults": {"max_calls": 7}}, _many_pages),

@@ -223,7 +223,8 @@ class Replayer:
                 done += len(raw)
                 if lineno & 0x3FFF == 0:
                     progress(done)
-            if len(raw) < 3 and not raw.strip():
+            first = raw[:1]
+            if first != b"{" and first != "{" and not raw.strip():
                 continue
             position += 1
             try:
@@ -351,13 +352,13 @@ class Replayer:
             elif error is not None:
                 result_fp = fingerprint(("error", error))
         features: dict[str, Any] = {}
-        if plan.result_features and (has_result or error is not None):
+        if plan.result_features or plan.call_features:
+            # An unknown result is given to the layers as None: no evidence either way.
             result = obj.get("result")
             if tagged:
                 result = decode_value(result)
             error_obj = _error_object(error) if error is not None else None
-            for name, extract in plan.result_features:
-                features[name] = extract(result, error_obj)
+            features = plan.features(args, result, error_obj)
         duration = get("duration")
         record = CallRecord(
             fn=fn,

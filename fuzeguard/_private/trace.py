@@ -166,9 +166,10 @@ class TraceRecorder:
             line["result_fp"] = record.result_fp.hex()
         if record.cost is not None:
             line["cost"] = record.cost
-        line["ts"] = _seconds(record.start)
+        # Full precision: layers that measure rates (cost_velocity) see exactly the live times.
+        line["ts"] = record.start
         if record.duration is not None:
-            line["duration"] = _seconds(record.duration)
+            line["duration"] = record.duration
         _add_detections(line, decision)
         self._write(plan, call.fn, args, result_text, line, record.cost)
 
@@ -183,7 +184,7 @@ class TraceRecorder:
         line: dict[str, Any] = {"args_fp": call.args_fp.hex()}
         if decision.action in ("call", "warn"):
             line["interrupted"] = True
-        line["ts"] = _seconds(self.run.elapsed() if start is None else start)
+        line["ts"] = self.run.elapsed() if start is None else start
         _add_detections(line, decision)
         self._write(plan, call.fn, args, None, line, None)
 
@@ -251,11 +252,6 @@ class TraceRecorder:
         """Close the file. Every line is already written; nothing is buffered."""
         with self._lock:
             self._disable()
-
-
-def _seconds(value: float) -> float:
-    # Microseconds, rounded down: a replayed timestamp is never later than the live one.
-    return math.floor(value * 1e6) / 1e6
 
 
 def _add_detections(line: dict[str, Any], decision: Decision) -> None:
