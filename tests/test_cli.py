@@ -1,0 +1,252 @@
+"""The ``fuze`` command: check, replay (text and JSON), exit statuses, help, ``python -m``."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fuzeguard._private.cli import main
+
+JSON_KEYS = ["trace", "call", "fn", "layer", "action", "count", "threshold", "message"]
+
+
+def _trace(path: Path, lines: list[dict[str, Any] | str]) -> str:
+    path.write_text(
+        "".join((x if isinstance(x, str) else json.dumps(x)) + "\n" for x in lines)
+    )
+    return str(path)
+
+
+def _stuck(path: Path) -> str:
+    """Five identical searches with the same result: dedup warns at 3 and kills at 4."""
+    return _trace(path, [{"fn": "web_search", "args": {"query": "q"}, "result": "r"}] * 5)
+
+
+def _config(path: Path, text: str) -> str:
+    path.write_text(text)
+    return str(path)
+
+
+def test_replay_json_prints_exactly_one_documented_object_per_detection(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = _stuck(tmp_path / "stuck.jsonl")
+    assert main(["replay", trace, "--format", "json"]) == 0
+    out = capsys.readouterr().out
+    objects = [json.loads(line) for line in out.splitlines()]
+    assert [list(o) for o in objects] == [JSON_KEYS, JSON_KEYS]
+    warn, kill = objects
+    assert warn == {
+        "trace": trace, "call": 3, "fn": "web_search", "layer": "dedup", "action": "warn",
+        "count": 3, "threshold": 3, "message": warn["message"],
+    }
+    assert kill["call"] == 4 and kill["action"] == "kill" and kill["count"] == 4
+    assert isinstance(kill["message"], str) and "web_search" in kill["message"]
+    assert out.endswith("\n") and out.count("\n") == 2
+
+
+def test_replay_json_uses_null_for_a_detection_without_a_count(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = _trace(tmp_path / "t.jsonl", [{"fn": "llm", "args": {"n": n}, "cost": 2.0}
+                                          for n in range(4)])
+    config = _config(tmp_path / "fuze.toml", "[defaults]\nmax_cost = 3\n")
+    assert main(["replay", trace, "--config", config, "--format", "json"]) == 0
+    (found,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert found["count"] is None and found["threshold"] == 3.0 and found["action"] == "kill"
+
+
+def test_replay_names_each_trace_as_given_on_the_command_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    _stuck(tmp_path / "a.jsonl")
+    _stuck(tmp_path / "b.jsonl")
+    assert main(["replay", "a.jsonl", "./b.jsonl", "--format", "json"]) == 0
+    traces = [json.loads(line)["trace"] for line in capsys.readouterr().out.splitlines()]
+    assert traces == ["a.jsonl", "a.jsonl", "./b.jsonl", "./b.jsonl"]
+
+
+def test_fail_on_detect_exits_1_only_when_something_fired(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    quiet = _trace(tmp_path / "quiet.jsonl", [{"fn": "f", "args": {"n": n}} for n in range(3)])
+    stuck = _stuck(tmp_path / "stuck.jsonl")
+    assert main(["replay", quiet, "--fail-on-detect"]) == 0
+    assert main(["replay", stuck, "--fail-on-detect"]) == 1
+    assert main(["replay", stuck]) == 0
+
+
+def test_replay_with_a_bad_config_exits_2_with_the_config_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = _stuck(tmp_path / "t.jsonl")
+    config = _config(tmp_path / "fuze.toml", "[loop_detection]\nwindow = 3\n")
+    assert main(["replay", trace, "--config", config, "--format", "json"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert f"{config}:2:" in captured.err and "did you mean `window_size`" in captured.err
+
+
+def test_replay_of_a_missing_trace_is_a_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["replay", str(tmp_path / "nope.jsonl")]) == 2
+    assert "no such trace file" in capsys.readouterr().err
+
+
+def test_replay_without_traces_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["replay"]) == 2
+    assert "TRACE" in capsys.readouterr().err
+
+
+def test_malformed_lines_go_to_stderr_with_file_and_line_and_stdout_stays_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    line = {"fn": "web_search", "args": {"query": "q"}, "result": "r"}
+    trace = _trace(tmp_path / "t.jsonl", [line, line, "{oops", line, line])
+    assert main(["replay", trace, "--format", "json"]) == 0
+    captured = capsys.readouterr()
+    assert f"{trace}:3: not valid JSON" in captured.err
+    found = [json.loads(x) for x in captured.out.splitlines()]
+    assert [(f["call"], f["action"]) for f in found] == [(4, "warn"), (5, "kill")]
+
+
+def test_replay_text_shows_a_table_per_trace_and_a_summary(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = _stuck(tmp_path / "stuck.jsonl")
+    quiet = _trace(tmp_path / "quiet.jsonl", [{"fn": "f", "args": {"n": 1}}])
+    assert main(["replay", trace, quiet]) == 0
+    out = capsys.readouterr().out
+    assert f"{trace}: 5 calls, 1 run, 2 detections" in out
+    assert "call  fn" in out and "web_search  dedup  kill" in out
+    assert "run killed at call 4 by dedup" in out
+    assert "1 later call not evaluated" in out
+    assert f"{quiet}: 1 call, 1 run, 0 detections" in out
+    assert "Replayed 2 traces: 6 calls in 2 runs" in out
+    assert "2 detections (by layer: dedup 2; by action: warn 1, kill 1); 1 run killed." in out
+
+
+def test_replay_under_a_candidate_config_shows_what_it_would_change(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = _stuck(tmp_path / "stuck.jsonl")
+    loose = _config(tmp_path / "loose.toml", "[loop_detection]\nrepeat_threshold = 10\n"
+                    "repeat_warn_threshold = 0\n")
+    assert main(["replay", trace, "--config", loose, "--format", "json"]) == 0
+    assert capsys.readouterr().out == ""
+
+
+def test_replay_env_layers_the_environment_file_over_the_config(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = _trace(tmp_path / "t.jsonl", [{"fn": "f", "args": {"n": n}} for n in range(6)])
+    base = _config(tmp_path / "fuze.toml", "[defaults]\nmax_iterations = 100\n")
+    _config(tmp_path / "fuze.production.toml", "[defaults]\nmax_iterations = 4\n")
+    assert main(["replay", trace, "--config", base, "--format", "json"]) == 0
+    assert capsys.readouterr().out == ""
+    assert main(["replay", trace, "--config", base, "--env", "production", "--format", "json"]) == 0
+    (found,) = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert (found["layer"], found["call"]) == ("iterations", 5)
+
+
+def test_check_prints_each_effective_value_with_where_it_comes_from(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = _config(tmp_path / "fuze.toml", "[defaults]\nmax_iterations = 40\n"
+                   "[loop_detection]\nwindow_size = 12\n"
+                   "[functions.check_status]\non_loop = \"warn\"\nmax_iterations = 200\n")
+    env = _config(tmp_path / "fuze.production.toml", "[loop_detection]\nwindow_size = 20\n")
+    assert main(["check", base, "--env", "production"]) == 0
+    out = capsys.readouterr().out
+    top = out.split("[functions.")[0]
+    lines = {line.split("=")[0].strip(): line for line in top.splitlines() if " = " in line}
+    assert "= 40" in lines["max_iterations"] and f"# base file {base}" in lines["max_iterations"]
+    assert "= 20" in lines["window_size"] and f"# env file {env}" in lines["window_size"]
+    assert "# default" in lines["repeat_threshold"]
+    assert "[functions.check_status]" in out
+    section = out.split("[functions.check_status]")[1]
+    assert 'on_loop        = ["warn"]' in section
+    assert f"# [functions.check_status] in base file {base}" in section
+
+
+def test_check_with_a_bad_file_exits_2_with_the_config_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = _config(tmp_path / "fuze.toml", "[defaults]\nmax_iterations = \"lots\"\n")
+    assert main(["check", bad]) == 2
+    err = capsys.readouterr().err
+    assert f"{bad}:2:" in err and "max_iterations" in err and "whole number" in err
+
+
+def test_check_without_a_config_file_reports_the_built_in_defaults(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["check"]) == 0
+    out = capsys.readouterr().out
+    assert "built-in defaults" in out and "max_iterations" in out
+
+
+@pytest.mark.parametrize("command", [[], ["check"], ["replay"]])
+def test_help_is_complete_and_shows_an_example(
+    command: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([*command, "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "example" in out and "fuze " in out
+    if command == ["replay"]:
+        for option in ("--config", "--env", "--format", "--fail-on-detect"):
+            assert option in out
+
+
+def test_fuze_without_a_command_prints_help_and_exits_2(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main([]) == 2
+    assert "commands" in capsys.readouterr().out
+
+
+def test_python_dash_m_fuzeguard_behaves_like_fuze(tmp_path: Path) -> None:
+    trace = _stuck(tmp_path / "t.jsonl")
+    done = subprocess.run(
+        [sys.executable, "-m", "fuzeguard", "replay", trace, "--format", "json"],
+        capture_output=True, text=True, check=False, cwd=tmp_path,
+    )
+    assert done.returncode == 0
+    assert [json.loads(x)["layer"] for x in done.stdout.splitlines()] == ["dedup", "dedup"]
+
+
+def test_python_dash_m_fuzeguard_without_arguments_runs_the_demo(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "fuzeguard"], capture_output=True, text=True,
+                          check=False, cwd=tmp_path)
+    assert done.returncode == 0
+    assert "fuzeguard demo" in done.stdout
+
+
+def test_replay_of_a_directory_covers_every_trace_in_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    _stuck(folder / "one.jsonl")
+    _stuck(folder / "two.jsonl")
+    assert main(["replay", str(folder), "--format", "json"]) == 0
+    traces = {json.loads(x)["trace"] for x in capsys.readouterr().out.splitlines()}
+    assert traces == {str(folder / "one.jsonl"), str(folder / "two.jsonl")}
+
+
+def test_the_progress_bar_goes_to_stderr_only(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = _stuck(tmp_path / "t.jsonl")
+    assert main(["replay", trace, "--format", "json", "--progress"]) == 0
+    captured = capsys.readouterr()
+    assert "[" in captured.err and "%" in captured.err
+    assert all(json.loads(x) for x in captured.out.splitlines())
