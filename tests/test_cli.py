@@ -171,7 +171,7 @@ def test_check_prints_each_effective_value_with_where_it_comes_from(
     assert "= 20" in lines["window_size"] and f"# env file {env}" in lines["window_size"]
     assert "# default" in lines["repeat_threshold"]
     assert "[functions.check_status]" in out
-    section = out.split("[functions.check_status]")[1]
+    section = out.partition("\n[functions.check_status]\n")[2]
     assert 'on_loop        = ["warn"]' in section
     assert f"# [functions.check_status] in base file {base}" in section
 
