@@ -29,7 +29,7 @@ ACTIONS = ("kill", "warn", "skip")
 SECTIONS = ("defaults", "loop_detection")
 _ALIASES = {"kill_on_loop": "on_loop"}
 # Settings that code may give as a callable as well as a plain value.
-_CALLABLE_OK = frozenset({"cost", "skip_value"})
+_CALLABLE_OK = frozenset({"cost", "skip_value", "embed"})
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

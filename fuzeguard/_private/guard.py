@@ -242,13 +242,13 @@ class Pending:
         per_call = plan.settings.cost
         if per_call is not None:
             cost += per_call(result) if callable(per_call) else per_call
+        call = self.call
         features = (
-            {name: extract(result, error) for name, extract in plan.result_features}
-            if plan.result_features
+            plan.features(call.arguments, result, error)
+            if plan.result_features or plan.call_features
             else {}
         )
         now = time.monotonic()
-        call = self.call
         record = CallRecord(
             fn=call.fn,
             index=call.index,
@@ -302,7 +302,8 @@ def _wrap(g: Guard) -> Callable[..., Any]:
             stream = Stream(p)
             try:
                 async for chunk in fn(*args, **kwargs):
-                    stream.chunk(chunk)
+                    if stream.chunk(chunk):
+                        break
                     yield chunk
             except BaseException as exc:
                 p.fail(exc)
@@ -323,7 +324,8 @@ def _wrap(g: Guard) -> Callable[..., Any]:
             stream = Stream(p)
             try:
                 for chunk in fn(*args, **kwargs):
-                    stream.chunk(chunk)
+                    if stream.chunk(chunk):
+                        break
                     yield chunk
             except BaseException as exc:
                 p.fail(exc)
@@ -383,17 +385,53 @@ def _wrap(g: Guard) -> Callable[..., Any]:
 class Stream:
     """Sees the chunks of a guarded generator as they pass; records the stream when it ends.
 
-    The result fingerprint of a stream is that of the list of its chunks.
+    The result fingerprint of a stream is that of the list of its chunks. Layers with a
+    ``watch(call)`` method (``semantic``: an output chanting one passage) get a watcher that is fed
+    every chunk and keeps bounded state of its own; when it reports a detection, the action is
+    taken mid-stream: ``kill`` raises ``LoopDetected`` from the iterator, ``skip`` ends the stream
+    there, ``warn`` logs and lets it continue. Each watcher reports a stream at most once.
     """
 
-    __slots__ = ("chunks", "pending")
+    __slots__ = ("chunks", "pending", "watchers")
 
     def __init__(self, pending: Pending) -> None:
         self.pending = pending
         self.chunks: list[Any] = []
+        self.watchers: list[Any] = []
+        for layer in pending.plan.layers:
+            watch = getattr(layer, "watch", None)
+            if callable(watch):
+                try:
+                    self.watchers.append(watch(pending.call))
+                except Exception as exc:
+                    emit("error", "fuzeguard.internal_error", fn=pending.call.fn, phase="stream",
+                         error=repr(exc))
 
-    def chunk(self, value: Any) -> None:
+    def chunk(self, value: Any) -> bool:
+        """Take one chunk; True means the stream is to end here (a ``skip``)."""
         self.chunks.append(value)
+        if not self.watchers:
+            return False
+        for i, watcher in enumerate(self.watchers):
+            try:
+                detection = watcher.feed(value)
+            except Exception as exc:
+                emit("error", "fuzeguard.internal_error", fn=self.pending.call.fn, phase="stream",
+                     error=repr(exc))
+                detection = None
+            if detection is not None:
+                del self.watchers[i]
+                return self._act(detection)
+        return False
+
+    def _act(self, detection: Detection) -> bool:
+        p = self.pending
+        decision = p.run._flag(p.plan, p.call, detection)
+        p.guard._report(p.run, p.plan, p.call, decision)
+        if decision.action == "kill":
+            assert decision.detection is not None
+            raise LoopDetected(decision.detection, p.run.stats())
+        return decision.action == "skip"
 
     def done(self) -> None:
         self.pending.done(self.chunks)

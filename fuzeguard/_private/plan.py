@@ -142,6 +142,19 @@ class Plan:
     observe: bool
     off: bool
     result_features: tuple[tuple[str, Callable[[Any, BaseException | None], Any]], ...]
+    # Layers that keep something of the arguments as well: observe_call(arguments, result, error).
+    call_features: tuple[
+        tuple[str, Callable[[Mapping[str, Any], Any, BaseException | None], Any]], ...
+    ] = ()
+
+    def features(
+        self, arguments: Mapping[str, Any], result: Any, error: BaseException | None
+    ) -> dict[str, Any]:
+        """What the layers keep of one completed call (``CallRecord.features``), live or replayed."""
+        out = {name: extract(result, error) for name, extract in self.result_features}
+        for name, extract in self.call_features:
+            out[name] = extract(arguments, result, error)
+        return out
 
     def fingerprint_args(self, arguments: Mapping[str, Any]) -> bytes:
         return fingerprint(arguments, prefix=self.prefix)
@@ -200,4 +213,9 @@ def build_plan(
         observe=settings.enabled == "observe",
         off=settings.enabled is False,
         result_features=features,
+        call_features=tuple(
+            (layer.name, layer.observe_call)  # type: ignore[attr-defined]
+            for layer in layers
+            if callable(getattr(layer, "observe_call", None))
+        ),
     )

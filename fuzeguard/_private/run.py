@@ -7,6 +7,7 @@ read it through the ``RunView`` methods below.
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 import os
 import threading
 import time
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar
 
 from fuzeguard._private import state
 from fuzeguard._private.config import Config, discovered_config, validate_code_options
-from fuzeguard._private.core import decide, pattern_key
+from fuzeguard._private.core import action_for, decide, pattern_key
 from fuzeguard._private.exceptions import FuzeguardError
 from fuzeguard._private.log import emit
 from fuzeguard._private.records import Call, CallRecord, Decision, Detection, LimitUsage, RunStats
@@ -335,6 +336,23 @@ class Run:
             else:
                 self._killed = decision.detection
             return call, decision
+
+    def _flag(self, plan: Plan, call: Call, detection: Detection) -> Decision:
+        """Act on a detection made while a call is under way (a stream that repeats itself):
+        the same action choice, bookkeeping and kill as a detection made before the call."""
+        with self._lock:
+            if self._killed is not None:
+                return Decision("kill", call.index, self._killed, ())
+            observe = plan.observe or state.mode_override == "observe"
+            action = action_for(detection, plan.ladder, self._hit_count)
+            detection = dataclasses.replace(
+                detection, run_id=self.id, call_index=call.index, action=action
+            )
+            decision = Decision("call" if observe else action, call.index, detection, (detection,))
+            self._note(decision)
+            if decision.action == "kill":
+                self._killed = detection
+            return decision
 
     def _hit_count(self, key: Hashable) -> int:
         return self._hits.get(key, 0)

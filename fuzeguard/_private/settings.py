@@ -18,7 +18,9 @@ VOLATILE_KEYS = (
     "latency_ms", "took", "etag", "nonce",
 )
 
-DEFAULT_LAYERS = ("iterations", "dedup", "limits")
+# cycle, progress and cost_velocity are cheap and bounded by their windows; semantic is opt-in
+# (costlier, and text similarity cannot tell a poll whose number moves from a repeat): docs/layers.md.
+DEFAULT_LAYERS = ("iterations", "dedup", "cycle", "cost_velocity", "progress", "limits")
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,177 @@
+"""What a result says, for the layers that judge results: text, content units and "nothing new".
+
+Shared by ``progress``, ``cost_velocity`` and ``semantic`` so that "did this call bring anything new?"
+is answered in one place.
+
+Content of a result, as ``content_of`` extracts it once per call:
+
+* an error is always content: its class name and its message *template* (quoted strings, numbers and
+  hex ids masked), so that the same failure with varied inputs is recognised as the same error;
+* a non-error result is reduced to *units*: word pairs of each line of text (pairs do not cross
+  lines, so reordering the items of a list of results adds nothing new), and ``key=value`` for
+  numbers and booleans inside structures, so that a counter that moves is new content. Values of
+  volatile keys (ids, timestamps...) are left out;
+* a result with fewer than ``MIN_WORDS`` words is an acknowledgement ("OK", "File written"): no
+  evidence either way (``NEUTRAL``), so that fifty writes answering "OK" are a batch, not a loop;
+* a result with more than ``SMALL_TEXT`` characters of text is judged by its fingerprint only
+  (``LARGE``): collecting its units would cost more than the window is worth, and near-copies of long
+  texts are the semantic layer's job.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Iterable, Mapping, Sequence, Set
+from itertools import pairwise
+from typing import Any, Final
+
+from fuzeguard._private.records import CallRecord
+from fuzeguard._private.settings import VOLATILE_KEYS
+
+SMALL_TEXT: Final = 4096
+MIN_WORDS: Final = 8
+NEUTRAL: Final = None
+LARGE: Final = "large"
+
+_VOLATILE = frozenset(k.lower() for k in VOLATILE_KEYS)
+_WORD = re.compile(r"\w+")
+_MASK = re.compile(
+    r"'[^'\n]*'|\"[^\"\n]*\"|`[^`\n]*`|\b0x[0-9a-fA-F]+\b|\b[0-9a-fA-F]{8,}\b|\d+(?:\.\d+)?"
+)
+_TEMPLATE_CHARS = 300
+
+
+def error_template(error: BaseException | str) -> str:
+    """An error's class and message with the parts that echo inputs masked.
+
+    ``FileNotFoundError: [Errno 2] No such file: 'a.py'`` and ``... 'b.py'`` share one template.
+    """
+    if isinstance(error, str):
+        name, message = error, ""
+    else:
+        name = type(error).__name__
+        try:
+            message = str(error)
+        except Exception:
+            message = ""
+    return f"{name}: {_MASK.sub('_', message[:_TEMPLATE_CHARS])}"
+
+
+class _Budget(Exception):
+    """Raised inside the walk when the text grows past ``SMALL_TEXT``."""
+
+
+def content_of(result: Any, error: BaseException | None) -> frozenset[Any] | str | None:
+    """The content units of one call's outcome, ``LARGE``, or ``NEUTRAL`` (no evidence)."""
+    if error is not None:
+        return frozenset((("!", error_template(error)),))
+    if result is None or isinstance(result, bool):
+        return NEUTRAL
+    units: set[Any] = set()
+    words = [0, 0]  # words seen, characters seen
+    try:
+        _walk(result, None, units, words, 0)
+    except _Budget:
+        return LARGE
+    if words[0] < MIN_WORDS:
+        return NEUTRAL
+    return frozenset(units)
+
+
+def _walk(value: Any, key: str | None, units: set[Any], counts: list[int], depth: int) -> None:
+    if isinstance(value, str):
+        _text_units(value, units, counts)
+    elif isinstance(value, (bytes, bytearray)):
+        _text_units(bytes(value[: SMALL_TEXT + 1]).decode("utf-8", "replace"), units, counts)
+    elif isinstance(value, (bool, int, float)) or value is None:
+        units.add(f"{key}={value!r}")
+    elif depth > 32:
+        return
+    elif isinstance(value, Mapping):
+        for k, v in value.items():
+            name = str(k)
+            if name.lower() in _VOLATILE:
+                continue
+            _walk(v, name, units, counts, depth + 1)
+    elif isinstance(value, (list, tuple, Set)):
+        for item in value:
+            _walk(item, key, units, counts, depth + 1)
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        _walk({f.name: getattr(value, f.name, None) for f in dataclasses.fields(value)}, key,
+              units, counts, depth + 1)
+    elif hasattr(value, "model_dump"):
+        try:
+            dumped = value.model_dump()
+        except Exception:
+            dumped = repr(value)
+        _walk(dumped, key, units, counts, depth + 1)
+    else:
+        try:
+            text = str(value)
+        except Exception:
+            text = type(value).__name__
+        _text_units(text, units, counts)
+
+
+def _text_units(text: str, units: set[Any], counts: list[int]) -> None:
+    counts[1] += len(text)
+    if counts[1] > SMALL_TEXT:
+        raise _Budget
+    for line in text.splitlines():
+        words = _WORD.findall(line)
+        if not words:
+            continue
+        counts[0] += len(words)
+        if len(words) == 1:
+            units.add(words[0])
+        else:
+            units.update(pairwise(words))
+
+
+def brought_nothing_new(
+    record: CallRecord, others: Sequence[CallRecord], key: str
+) -> bool:
+    """True if ``record``'s outcome is already in ``others``: same result fingerprint, or (for
+    small texts) every content unit of it appears in their results. Neutral and unknown outcomes are
+    no evidence (False)."""
+    content = record.features.get(key, NEUTRAL)
+    if content is NEUTRAL or record.result_fp is None:
+        return False
+    fp = record.result_fp
+    for other in others:
+        if other.result_fp == fp:
+            return True
+    if content is LARGE or not isinstance(content, frozenset):
+        return False
+    seen: set[Any] = set()
+    for other in others:
+        units = other.features.get(key)
+        if isinstance(units, frozenset):
+            seen.update(units)
+    return bool(seen) and content <= seen
+
+
+def all_stale(records: Sequence[CallRecord], key: str) -> bool:
+    """True if every record in ``records`` is covered by the others: together they brought no more
+    than any one of them. The newest is checked first, as it is the likeliest to be new."""
+    for i in range(len(records) - 1, -1, -1):
+        others = [r for j, r in enumerate(records) if j != i]
+        if not brought_nothing_new(records[i], others, key):
+            return False
+    return True
+
+
+def count_new(records: Sequence[CallRecord], key: str) -> int:
+    """How many of ``records`` brought something the others did not have (neutral ones count as
+    new: no evidence is no accusation)."""
+    new = 0
+    for i, record in enumerate(records):
+        others = [r for j, r in enumerate(records) if j != i]
+        if not brought_nothing_new(record, others, key):
+            new += 1
+    return new
+
+
+def functions_of(records: Iterable[CallRecord]) -> set[str]:
+    return {r.fn for r in records}

@@ -1,0 +1,174 @@
+"""``cycle``: ping-pong and short cycles (DeerFlow's cycle layer, OpenFang/Hermes ping-pong).
+
+A→B→A→B… or A→B→C→A→B→C…: the count is split across names, so neither the per-function cap nor
+the identical-call check trips. This layer looks at the tail of the run's calls, the pending one
+included, over tool names and over full call fingerprints, for cycle lengths
+``cycle_min_length``..``cycle_max_length``. A cycle whose every step is one function is left to
+``dedup`` and ``iterations``, so the layers never report the same repeat twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+from typing import ClassVar
+
+from fuzeguard._private.layer import LayerSettings, RunView, setting
+from fuzeguard._private.records import Call, CallRecord, Detection
+
+
+@dataclass(frozen=True, slots=True)
+class Cycle(LayerSettings):
+    """Flag the call that completes too many laps of one short cycle.
+
+    A lap is one pass through the cycle. The call that completes lap ``cycle_warn_repeats`` gets an
+    early warning (DeerFlow warns at the 3rd repetition); every call that continues the cycle from
+    lap ``cycle_repeats + 1`` on is a loop (DeerFlow stops at the 4th). With the defaults a
+    two-tool ping-pong is warned at its 6th call and stopped at its 8th.
+
+    Result-aware like ``dedup``: the laps after the first must have returned, step by step, results
+    already seen at the same step (volatile fields stripped). Unknown results (a replayed trace
+    without them) count as seen when the calls repeat exactly, and as new when arguments vary. An
+    edit → test → edit → test alternation whose test output changes is work, not a loop;
+    alternation between two tools whose arguments vary but whose results stopped changing is a loop.
+    """
+
+    name: ClassVar[str] = "cycle"
+
+    cycle_min_length: int = setting(
+        2, type="int", minimum=2, origin="DeerFlow cycle layer (cycle_min_len)",
+        doc="Shortest cycle looked for, in calls.",
+    )
+    cycle_max_length: int = setting(
+        4, type="int", minimum=2, maximum=16, origin="DeerFlow cycle layer (cycle_max_len)",
+        doc="Longest cycle looked for, in calls.",
+    )
+    cycle_repeats: int = setting(
+        3, type="int", minimum=2, origin="DeerFlow cycle layer (warn at 3, stop at 4)",
+        doc="Laps of one cycle allowed; the call that completes the next lap is a loop.",
+    )
+    cycle_warn_repeats: int = setting(
+        3, type="int", minimum=0, origin="DeerFlow cycle layer (cycle_repeats_warn)",
+        doc="The call that completes this lap gets a warning only (0: no early warning).",
+    )
+    result_aware: bool = setting(
+        True, type="bool", origin="fuzeguard",
+        doc="Count a repeat only while its result stays the same (false: plain Fuze counting).",
+    )
+
+    def __post_init__(self) -> None:
+        if self.cycle_min_length > self.cycle_max_length:
+            raise ValueError(
+                f"cycle_min_length ({self.cycle_min_length}) is above cycle_max_length "
+                f"({self.cycle_max_length}); no cycle length is left to look for"
+            )
+        if self.cycle_warn_repeats > self.cycle_repeats:
+            raise ValueError(
+                f"cycle_warn_repeats ({self.cycle_warn_repeats}) is above cycle_repeats "
+                f"({self.cycle_repeats}): the warning would never come before the loop; lower it "
+                "or set it to 0"
+            )
+        if self.cycle_warn_repeats == 1:
+            raise ValueError(
+                "cycle_warn_repeats = 1 would warn on any sequence of distinct calls; use 2 or "
+                "more, or 0 for no early warning"
+            )
+
+    @property
+    def history_needed(self) -> int:
+        return self.cycle_max_length * (self.cycle_repeats + 1)
+
+    def check(self, run: RunView, call: Call) -> Detection | None:
+        history = run.history
+        warn = self.cycle_warn_repeats
+        fewest = warn if warn else self.cycle_repeats + 1
+        if len(history) + 1 < self.cycle_min_length * fewest:
+            return None
+        # Look only as far back as the longest flaggable tail: cost is bounded by the settings.
+        records = list(history)[-(self.history_needed - 1):]
+        names = [r.fn for r in records]
+        names.append(call.fn)
+        for length in range(self.cycle_min_length, self.cycle_max_length + 1):
+            run_length = _periodic_tail(names, length)
+            laps = run_length // length
+            if laps < 2:
+                continue
+            unit = names[-length:]
+            if len(set(unit)) < 2:
+                continue  # one function repeating: dedup's and iterations' business
+            if run_length >= (self.cycle_repeats + 1) * length:
+                kind, span = "loop", (self.cycle_repeats + 1) * length
+            elif warn and run_length == warn * length:
+                kind, span = "warning", warn * length
+            else:
+                continue
+            tail = records[len(records) - span + 1:]
+            keys: list[Hashable] = [(r.fn, r.args_fp) for r in tail]
+            keys.append((call.fn, call.args_fp))
+            exact = _periodic_tail(keys, length) >= span
+            # Unknown results count as repeats only for exact repeats, as in dedup: when the
+            # arguments vary, nothing says the results stopped changing.
+            if self.result_aware and not _results_repeat(tail, length, unknown_repeats=exact):
+                continue
+            return self._detection(call, unit, keys[-length:] if exact else None, span, kind)
+        return None
+
+    def _detection(
+        self, call: Call, unit: list[str], exact: list[Hashable] | None, span: int, kind: str
+    ) -> Detection:
+        length = len(unit)
+        laps = span // length
+        shown = " → ".join(f"`{n}`" for n in (*unit, unit[0]))
+        same = " with the same arguments" if exact is not None else ""
+        if kind == "loop":
+            message = (
+                f"You are going round in a cycle ({shown}){same}: {laps} laps with the same results. "
+                "Stop alternating; use what you have or try a different approach."
+            )
+        else:
+            message = (
+                f"You have gone round the same cycle ({shown}){same} {laps} times and the results "
+                "are not changing. Break the cycle: try something different."
+            )
+        pattern_unit: Sequence[Hashable] = exact if exact is not None else unit
+        return Detection(
+            layer=self.name,
+            fn=call.fn,
+            count=laps,
+            threshold=self.cycle_repeats,
+            kind="loop" if kind == "loop" else "warning",
+            pattern=_canonical(pattern_unit),
+            message=message,
+        )
+
+
+def _periodic_tail(keys: Sequence[Hashable], length: int) -> int:
+    """Length of the longest tail of ``keys`` in which every item equals the one ``length`` back."""
+    n = len(keys)
+    i = n - 1
+    while i >= length and keys[i] == keys[i - length]:
+        i -= 1
+    return min(n, n - 1 - i + length)
+
+
+def _results_repeat(tail: Sequence[CallRecord], length: int, *, unknown_repeats: bool) -> bool:
+    """True if every completed call after the first lap returned a result already seen at the same
+    step of an earlier lap."""
+    for i in range(length, len(tail)):
+        fp = tail[i].result_fp
+        if fp is None:
+            if unknown_repeats:
+                continue
+            return False
+        j = i - length
+        while j >= 0 and tail[j].result_fp != fp:
+            j -= length
+        if j < 0:
+            return False
+    return True
+
+
+def _canonical(unit: Sequence[Hashable]) -> tuple[Hashable, ...]:
+    """The same cycle whatever step it is entered at: its lexicographically smallest rotation."""
+    rotations = [tuple(unit[i:]) + tuple(unit[:i]) for i in range(len(unit))]
+    return min(rotations, key=repr)
