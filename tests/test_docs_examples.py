@@ -88,7 +88,7 @@ def _run_blocks(page: str, namespace: dict[str, object]) -> list[str]:
         try:
             with capture_logs(), contextlib.redirect_stdout(out):
                 exec(compile(block.body, f"{page}:{block.line}", "exec"), namespace)
-        except ModuleNotFoundError as exc:
+        except ImportError as exc:  # also ModuleNotFoundError
             if (exc.name or "").split(".")[0] in FRAMEWORKS:
                 skipped.append(f"{page}:{block.line} needs {exc.name}")
                 continue
