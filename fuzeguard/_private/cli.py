@@ -391,7 +391,7 @@ def replay(
         where = ", ".join(config.files) or "built-in defaults"
         if config.env:
             where += f" (env {config.env})"
-        print(f"\nReplayed {len(files)} trace{_s(len(files))}: {total_calls:,} calls in "
+        print(f"\nReplayed {len(files)} trace{_s(len(files))}: {total_calls:,} call{_s(total_calls)} in "
               f"{total_runs:,} run{_s(total_runs)}, under {where}.", file=out)
         if total_detections:
             layers = ", ".join(f"{k} {v}" for k, v in sorted(by_layer.items(), key=lambda kv: -kv[1]))

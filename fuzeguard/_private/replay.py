@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import json
+import json.scanner
 import os
 import sys
 from collections.abc import Callable, Iterable, Iterator
@@ -30,7 +31,9 @@ from fuzeguard._private.records import CallRecord, Detection
 from fuzeguard._private.run import Run
 from fuzeguard._private.trace import TAG, decode_value
 
-_TAG_BYTES = b'"' + TAG.encode() + b'"'
+_scanner: Callable[[str, int], tuple[Any, int]] = json.scanner.make_scanner(
+    json.JSONDecoder()  # type: ignore[arg-type]  # typeshed types the context as the class
+)
 _NUMBER = (int, float)
 
 
@@ -197,10 +200,14 @@ class Replayer:
     def replay_file(
         self, path: str, *, progress: Callable[[int], object] | None = None
     ) -> TraceSummary:
-        """Replay one trace file (``-`` reads standard input). ``progress`` gets bytes read."""
+        """Replay one trace file (``-`` reads standard input). ``progress`` gets characters read.
+
+        Bytes that are not UTF-8 are read as U+FFFD: such a line still replays if it is JSON.
+        """
         if path == "-":
-            return self.replay_lines(sys.stdin.buffer, path, progress=progress)
-        with open(path, "rb") as f:
+            with open(sys.stdin.fileno(), encoding="utf-8", errors="replace", closefd=False) as stdin:
+                return self.replay_lines(stdin, path, progress=progress)
+        with open(path, encoding="utf-8", errors="replace") as f:
             return self.replay_lines(f, path, progress=progress)
 
     def replay_lines(
@@ -213,25 +220,35 @@ class Replayer:
         """Replay an iterable of trace lines; ``label`` names the trace in reports."""
         summary = TraceSummary(label)
         runs: dict[Any, _RunReplay] = {}
-        loads = json.loads
+        scan = _scanner
         position = 0
         done = 0
         lineno = 0
 
         for lineno, raw in enumerate(lines, start=1):
+            line = raw if type(raw) is str else raw.decode("utf-8", "replace")  # type: ignore[union-attr]
             if progress is not None:
-                done += len(raw)
+                done += len(line)
                 if lineno & 0x3FFF == 0:
                     progress(done)
-            first = raw[:1]
-            if first != b"{" and first != "{" and not raw.strip():
+            obj: Any = None
+            if line[:1] == "{":
+                # The scanner json.loads uses, without its wrapper: the hot path of replay.
+                try:
+                    obj, end = scan(line, 0)
+                    if end < len(line) and line[end:].strip():
+                        obj = None
+                except (ValueError, StopIteration):
+                    obj = None
+            elif not line.strip():
                 continue
             position += 1
-            try:
-                obj = loads(raw)
-            except ValueError as exc:
-                self._problem(summary, lineno, f"not valid JSON ({exc}); line skipped")
-                continue
+            if obj is None:
+                try:
+                    obj = json.loads(line)
+                except ValueError as exc:
+                    self._problem(summary, lineno, f"not valid JSON ({exc}); line skipped")
+                    continue
             if type(obj) is not dict:
                 self._problem(summary, lineno, "not a JSON object; line skipped")
                 continue
@@ -251,7 +268,7 @@ class Replayer:
             if state.dead:
                 summary.not_evaluated += 1
                 continue
-            self._feed(state, obj, fn, raw, position, lineno, summary)
+            self._feed(state, obj, fn, line, position, lineno, summary)
         if progress is not None:
             progress(done)
         summary.calls = position
@@ -269,7 +286,7 @@ class Replayer:
         state: _RunReplay,
         obj: dict[str, Any],
         fn: str,
-        raw: bytes | str,
+        raw: str,
         position: int,
         lineno: int,
         summary: TraceSummary,
@@ -290,7 +307,7 @@ class Replayer:
         if ts is not None and type(ts) not in _NUMBER:
             problem(f'"ts" must be a number of seconds, got {ts!r}; treated as unknown')
             ts = None
-        tagged = (_TAG_BYTES if type(raw) is bytes else TAG) in raw  # type: ignore[operator]
+        tagged = TAG in raw
         args = get("args")
         if args is not None and type(args) is not dict:
             problem(f'"args" must be a JSON object, got {type(args).__name__}; treated as unknown')

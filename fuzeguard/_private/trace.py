@@ -30,12 +30,13 @@ import datetime as _dt
 import decimal
 import enum
 import json
+import json.encoder
 import math
 import os
 import threading
 import time
 import uuid
-from collections.abc import Mapping, Set
+from collections.abc import Callable, Mapping, Set
 from pathlib import PurePath
 from typing import TYPE_CHECKING, Any
 
@@ -56,7 +57,33 @@ MAX_DEPTH = 64
 _failing: set[str] = set()
 _failing_lock = threading.Lock()
 
-_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+
+
+def _no_default(value: Any) -> Any:
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+def _make_dumps() -> Callable[[Any], str]:
+    """Compact JSON text of an already JSON-safe value.
+
+    The C encoder is built once and reused: ``json.dumps`` builds a new one per call, which is a
+    good part of its cost on lines this small. No circular-reference markers are needed because
+    ``encode_value`` never returns a structure that contains itself.
+    """
+    c_make_encoder = getattr(json.encoder, "c_make_encoder", None)
+    if c_make_encoder is None:  # pragma: no cover - CPython always has the C encoder
+        return json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+    encode = c_make_encoder(
+        None, _no_default, json.encoder.encode_basestring, None, ":", ",", False, False, False
+    )
+
+    def dumps(value: Any) -> str:
+        return "".join(encode(value, 0))
+
+    return dumps
+
+
+_dumps = _make_dumps()
 
 
 def open_recorder(path: str, run: Run) -> TraceRecorder:
@@ -153,12 +180,12 @@ class TraceRecorder:
         if self._fd is None:
             return
         s = plan.settings
-        args = _args_text(call.arguments, s) if s.record_args else None
-        line: dict[str, Any] = {}
-        result_text = None
+        line: dict[str, Any] = {"fn": call.fn}
+        if s.record_args:
+            line["args"] = _args_value(call.arguments, s)
         if error is None:
             if s.record_results:
-                result_text = _capped(result, s.trace_max_result_bytes, _redact_set(s))
+                line["result"] = _result_value(result, s.trace_max_result_bytes, _redact_set(s))
         else:
             line["error"] = _error_text(error, s)
         line["args_fp"] = call.args_fp.hex()
@@ -171,7 +198,7 @@ class TraceRecorder:
         if record.duration is not None:
             line["duration"] = record.duration
         _add_detections(line, decision)
-        self._write(plan, call.fn, args, result_text, line, record.cost)
+        self._write(plan, line, record.cost)
 
     def write_refused(
         self, plan: Plan, call: Call, decision: Decision, start: float | None = None
@@ -180,23 +207,17 @@ class TraceRecorder:
         if self._fd is None:
             return
         s = plan.settings
-        args = _args_text(call.arguments, s) if s.record_args else None
-        line: dict[str, Any] = {"args_fp": call.args_fp.hex()}
+        line: dict[str, Any] = {"fn": call.fn}
+        if s.record_args:
+            line["args"] = _args_value(call.arguments, s)
+        line["args_fp"] = call.args_fp.hex()
         if decision.action in ("call", "warn"):
             line["interrupted"] = True
         line["ts"] = self.run.elapsed() if start is None else start
         _add_detections(line, decision)
-        self._write(plan, call.fn, args, None, line, None)
+        self._write(plan, line, None)
 
-    def _write(
-        self,
-        plan: Plan,
-        fn: str,
-        args: str | None,
-        result: str | None,
-        line: dict[str, Any],
-        cost: float | None,
-    ) -> None:
+    def _write(self, plan: Plan, line: dict[str, Any], cost: float | None) -> None:
         run = self.run
         with self._lock:
             fd = self._fd
@@ -214,6 +235,7 @@ class TraceRecorder:
                 if run._turn != self._turn:
                     self._turn = run._turn
                     line["turn"] = run._turn
+                fn = line["fn"]
                 if fn not in self._fns:
                     self._fns.add(fn)
                     options = code_options(plan, run)
@@ -224,12 +246,7 @@ class TraceRecorder:
                 if abs(run._cost - expected) > 1e-9 * max(1.0, abs(expected)):
                     line["extra_cost"] = run._cost - expected
                 self._cost = run._cost
-                head = '{"fn":' + _dumps(fn)
-                if args is not None:
-                    head += ',"args":' + args
-                if result is not None:
-                    head += ',"result":' + result
-                data = (head + "," + _dumps(line)[1:] + "\n").encode("utf-8", "backslashreplace")
+                data = (_dumps(line) + "\n").encode("utf-8", "backslashreplace")
                 while data:
                     written = os.write(fd, data)
                     data = data[written:]
@@ -238,7 +255,8 @@ class TraceRecorder:
                 _failed(self.path, self.target, run, exc)
             except Exception as exc:  # an encoding bug must not break the call, nor lose the trace
                 emit("error", "fuzeguard.trace_error", path=self.target, run_id=run.id,
-                     error=repr(exc), message=f"a call to {fn} could not be written to the trace")
+                     error=repr(exc), message=f"a call to {line.get('fn')} could not be written "
+                     "to the trace")
 
     def _disable(self) -> None:
         fd, self._fd = self._fd, None
@@ -341,37 +359,57 @@ def _redact_set(s: Settings) -> frozenset[str]:
     return frozenset(k.lower() for k in s.redact) if s.redact else frozenset()
 
 
-def _args_text(arguments: Mapping[str, Any], s: Settings) -> str:
-    redact = _redact_set(s)
+def _args_value(arguments: Mapping[str, Any], s: Settings) -> Any:
+    """The arguments as written: redacted, and each one cut to the cap if too big."""
     cap = s.trace_max_result_bytes
-    encoded = encode_value(arguments, redact)
-    text = _dumps(encoded)
-    if len(text) <= cap or not isinstance(encoded, dict):
-        return text
-    # Too big as a whole: cut each oversized argument on its own, keep the small ones readable.
-    parts = {name: json.loads(_capped_encoded(value, cap)) for name, value in encoded.items()}
-    return _dumps(parts)
+    redact = _redact_set(s)
+    if not redact and type(arguments) is dict and _small_plain(arguments.values(), cap):
+        return arguments  # the common case: a few short strings and numbers, written as they are
+    encoder = _Encoder(redact)
+    encoded = encoder.top(arguments)
+    if encoder.size * 6 <= cap or not isinstance(encoded, dict):
+        return encoded
+    return {name: _cut(value, cap) for name, value in encoded.items()}
 
 
-def _capped(value: Any, cap: int, redact: frozenset[str]) -> str:
+def _small_plain(values: Any, cap: int) -> bool:
+    size = 0
+    for v in values:
+        t = type(v)
+        if t is str:
+            size += len(v)
+        elif not (t is int or t is bool or v is None):
+            return False
+    # JSON escapes can make a character up to six; under a sixth of the cap is always safe.
+    return size * 6 <= cap
+
+
+def _result_value(value: Any, cap: int, redact: frozenset[str]) -> Any:
+    """The result as written: tagged where JSON cannot hold it, cut to the cap if too big."""
     if type(value) is str:
-        size = len(value) if value.isascii() else len(value.encode("utf-8", "surrogatepass"))
-        if size <= cap:
-            return _dumps(value)
-        head = value.encode("utf-8", "surrogatepass")[:cap].decode("utf-8", "ignore")
-        return _dumps({TAG: "truncated", "type": "str", "bytes": size, "head": head})
-    return _capped_encoded(encode_value(value, redact), cap)
+        if len(value) * 6 <= cap:
+            return value
+        return _cut(value, cap)
+    encoder = _Encoder(redact)
+    encoded = encoder.top(value)
+    if encoder.size * 6 <= cap:
+        return encoded
+    return _cut(encoded, cap)
 
 
-def _capped_encoded(encoded: Any, cap: int) -> str:
+def _cut(encoded: Any, cap: int) -> Any:
+    """``encoded`` itself if its JSON text fits in ``cap`` bytes, else a truncation marker."""
+    if isinstance(encoded, str):
+        raw = encoded.encode("utf-8", "surrogatepass")
+        if len(raw) <= cap:
+            return encoded
+        head = raw[:cap].decode("utf-8", "ignore")
+        return {TAG: "truncated", "type": "str", "bytes": len(raw), "head": head}
     text = _dumps(encoded)
     size = len(text) if text.isascii() else len(text.encode("utf-8", "backslashreplace"))
     if size <= cap:
-        return text
-    if isinstance(encoded, str):
-        head = encoded.encode("utf-8", "surrogatepass")[:cap].decode("utf-8", "ignore")
-        return _dumps({TAG: "truncated", "type": "str", "bytes": size, "head": head})
-    return _dumps({TAG: "truncated", "type": "json", "bytes": size, "head": text[:cap]})
+        return encoded
+    return {TAG: "truncated", "type": "json", "bytes": size, "head": text[:cap]}
 
 
 def _error_text(error: BaseException, s: Settings) -> str:
@@ -418,22 +456,35 @@ def encode_value(value: Any, redact: frozenset[str] = frozenset()) -> Any:
     Mapping keys named in ``redact`` (case-insensitive, at any depth) get the value
     ``"[redacted]"``.
     """
-    try:
-        return _Encoder(redact).encode(value, 0)
-    except Exception:
-        return {TAG: "repr", "type": _qualname(type(value)), "repr": "<unencodable>"}
+    return _Encoder(redact).top(value)
 
 
 class _Encoder:
-    __slots__ = ("active", "redact")
+    """Walks a value once; ``size`` estimates its JSON length (characters of text, plus a few per
+    other item) so that small values need not be encoded twice to check them against the cap."""
+
+    __slots__ = ("active", "redact", "size")
 
     def __init__(self, redact: frozenset[str]) -> None:
         self.redact = redact
         self.active: set[int] = set()
+        self.size = 0
+
+    def top(self, value: Any) -> Any:
+        try:
+            return self.encode(value, 0)
+        except Exception:
+            return {TAG: "repr", "type": _qualname(type(value)), "repr": "<unencodable>"}
 
     def encode(self, v: Any, depth: int) -> Any:
         t = type(v)
-        if t is str or t is int or t is bool or v is None:
+        if t is str:
+            self.size += len(v) + 3
+            return v
+        self.size += 4
+        if t is int or t is bool or v is None:
+            if t is int and (v > 10**15 or v < -(10**15)):
+                self.size += len(str(v))
             return v
         if t is float:
             if math.isfinite(v):
@@ -466,10 +517,13 @@ class _Encoder:
                 pass
             return {TAG: "set", "items": items}
         if isinstance(v, (bytes, bytearray, memoryview)):
-            return {TAG: "bytes", "base64": base64.b64encode(bytes(v)).decode("ascii")}
+            text = base64.b64encode(bytes(v)).decode("ascii")
+            self.size += len(text)
+            return {TAG: "bytes", "base64": text}
         if isinstance(v, enum.Enum):
             return {TAG: "enum", "type": _qualname(t), "value": enc(v.value, depth)}
         if isinstance(v, str):
+            self.size += len(v)
             return str.__str__(v)
         if isinstance(v, bool):
             return bool(v)
@@ -509,6 +563,7 @@ class _Encoder:
             text = repr(v)
         except Exception:
             text = f"<{t.__name__}>"
+        self.size += len(text)
         return {TAG: "repr", "type": _qualname(t), "repr": text}
 
     def _mapping(self, m: Mapping[Any, Any], depth: int) -> Any:

@@ -1,0 +1,107 @@
+"""Replay throughput: a 1,000,000-call trace replayed, against the in-process guard's per-call cost.
+
+    python benchmarks/replay_throughput.py            # 1,000,000 calls
+    python benchmarks/replay_throughput.py --quick    # 50,000 calls (a smoke run)
+
+All in one process run: the same guarded agent-like workload (three tools, distinct arguments,
+results that echo them, so that no layer fires) is
+
+1. run in-process without a trace: the live guard's own cost per call (the tools cost nothing);
+2. run again with ``trace=`` set: recording cost per call, and the trace file replay reads;
+3. replayed with ``Replayer`` (what ``fuze replay`` runs) under the same config: cost per line,
+   reading and parsing the file included.
+
+Every phase checks that all calls were counted and nothing fired, and the replay checks it saw
+exactly the live detections (none). One result per stdout line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any
+
+import structlog
+
+import fuzeguard
+from fuzeguard import Config, guard
+from fuzeguard._private.replay import Replayer
+
+CONFIG = Config.from_dict({"defaults": {"max_iterations": 10**9}})
+
+
+def _tools() -> list[Callable[..., Any]]:
+    @guard
+    def web_search(query: str, limit: int = 10) -> str:
+        return f"results for {query}"
+
+    @guard
+    def read_file(path: str) -> str:
+        return f"contents of {path}"
+
+    @guard
+    def run_tests(target: str, verbose: bool = False) -> dict[str, Any]:
+        return {"target": target, "passed": 12, "failed": 0}
+
+    return [web_search, read_file, run_tests]
+
+
+def _agent(calls: int, trace: str | None) -> float:
+    """Seconds per guarded call for ``calls`` calls in one run (with a trace when given)."""
+    search, read, test = _tools()
+    settings: dict[str, Any] = {"trace": trace} if trace else {}
+    t0 = time.perf_counter()
+    with fuzeguard.run("bench", config=CONFIG, **settings) as run:
+        for i in range(0, calls, 3):
+            search(f"query number {i}", limit=i % 7)
+            read(f"src/module_{i}.py")
+            test(f"tests/test_{i}.py")
+        stats = run.stats()
+    seconds = time.perf_counter() - t0
+    assert stats.calls == calls, stats
+    assert stats.detections == 0, run.detections[:3]
+    return seconds / calls
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="50,000 calls instead of 1,000,000")
+    args = parser.parse_args(argv)
+    calls = 50_001 if args.quick else 1_000_002  # a multiple of the three tools
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.ERROR))
+
+    folder = tempfile.mkdtemp(prefix="fuze-replay-bench-")
+    trace = os.path.join(folder, "trace.jsonl")
+    try:
+        _agent(min(calls, 30_000), None)  # warm-up: plans resolved, caches filled
+        live = _agent(calls, None)
+        recording = _agent(calls, trace)
+        size = os.path.getsize(trace)
+
+        found: list[Any] = []
+        replayer = Replayer(CONFIG, on_detection=found.append)
+        t0 = time.perf_counter()
+        summary = replayer.replay_file(trace)
+        replay = (time.perf_counter() - t0) / summary.calls
+        assert summary.calls == calls and summary.problems == [] and found == [], summary
+    finally:
+        if os.path.exists(trace):
+            os.remove(trace)
+        os.rmdir(folder)
+
+    print(f"calls: {calls:,} (trace file {size / 1e6:.0f} MB, {size / calls:.0f} bytes per line)")
+    print(f"live guard, in-process, no trace: {live * 1e6:.2f} µs per call")
+    print(f"live guard, recording the trace: {recording * 1e6:.2f} µs per call")
+    print(f"replay of the trace (read + parse + layers): {replay * 1e6:.2f} µs per call, "
+          f"{1 / replay:,.0f} calls/s, {replay * calls:.1f} s in all")
+    print(f"replay / live per-call cost: {replay / live:.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
