@@ -88,29 +88,25 @@ class Cycle(LayerSettings):
         records = list(history)[-(self.history_needed - 1):]
         names = [r.fn for r in records]
         names.append(call.fn)
+        calls: list[Hashable] = [(r.fn, r.args_fp) for r in records]
+        calls.append((call.fn, call.args_fp))
         for length in range(self.cycle_min_length, self.cycle_max_length + 1):
-            run_length = _periodic_tail(names, length)
-            laps = run_length // length
-            if laps < 2:
+            span = _periodic_tail(names, length)
+            if span < 2 * length:
                 continue
             unit = names[-length:]
             if len(set(unit)) < 2:
                 continue  # one function repeating: dedup's and iterations' business
-            if run_length >= (self.cycle_repeats + 1) * length:
-                kind, span = "loop", (self.cycle_repeats + 1) * length
-            elif warn and run_length == warn * length:
-                kind, span = "warning", warn * length
+            if self.result_aware:
+                span = min(span, _unchanged_tail(records, calls, length))
+            if span >= (self.cycle_repeats + 1) * length:
+                kind = "loop"
+            elif warn and span == warn * length:
+                kind = "warning"
             else:
                 continue
-            tail = records[len(records) - span + 1:]
-            keys: list[Hashable] = [(r.fn, r.args_fp) for r in tail]
-            keys.append((call.fn, call.args_fp))
-            exact = _periodic_tail(keys, length) >= span
-            # Unknown results count as repeats only for exact repeats, as in dedup: when the
-            # arguments vary, nothing says the results stopped changing.
-            if self.result_aware and not _results_repeat(tail, length, unknown_repeats=exact):
-                continue
-            return self._detection(call, unit, keys[-length:] if exact else None, span, kind)
+            exact = _periodic_tail(calls, length) >= span
+            return self._detection(call, unit, calls[-length:] if exact else None, span, kind)
         return None
 
     def _detection(
@@ -151,21 +147,20 @@ def _periodic_tail(keys: Sequence[Hashable], length: int) -> int:
     return min(n, n - 1 - i + length)
 
 
-def _results_repeat(tail: Sequence[CallRecord], length: int, *, unknown_repeats: bool) -> bool:
-    """True if every completed call after the first lap returned a result already seen at the same
-    step of an earlier lap."""
-    for i in range(length, len(tail)):
-        fp = tail[i].result_fp
-        if fp is None:
-            if unknown_repeats:
-                continue
-            return False
-        j = i - length
-        while j >= 0 and tail[j].result_fp != fp:
-            j -= length
-        if j < 0:
-            return False
-    return True
+def _unchanged_tail(records: Sequence[CallRecord], calls: Sequence[Hashable], length: int) -> int:
+    """Calls at the end of the run (the pending one included) whose laps repeat the previous lap's
+    results step by step. An unknown result repeats only if the call itself repeats exactly."""
+    n = len(records)
+    i = n - 1
+    while i >= length:
+        fp, before = records[i].result_fp, records[i - length].result_fp
+        if fp is None or before is None:
+            if calls[i] != calls[i - length]:
+                break
+        elif fp != before:
+            break
+        i -= 1
+    return n - i + length
 
 
 def _canonical(unit: Sequence[Hashable]) -> tuple[Hashable, ...]:
