@@ -10,6 +10,7 @@ import dataclasses
 from collections.abc import Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, Literal
 
+from fuzeguard._private.fastinit import new_decision
 from fuzeguard._private.records import Action, Call, Decision, Detection
 
 if TYPE_CHECKING:
@@ -33,13 +34,16 @@ def decide(
     the number of times its pattern was detected before (``hits``). The most severe action wins.
     In observe mode each detection keeps the action it would have taken and the call goes ahead.
     """
-    found: list[Detection] = []
+    found: list[Detection] | None = None  # made only when a layer fires: most calls are quiet
     for layer in layers:
         detection = layer.check(run, call)
         if detection is not None:
-            found.append(detection)
-    if not found:
-        return Decision("call", call.index)
+            if found is None:
+                found = [detection]
+            else:
+                found.append(detection)
+    if found is None:
+        return new_decision("call", call.index)
     best: Detection | None = None
     best_action: str = "call"
     completed = []

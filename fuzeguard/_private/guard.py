@@ -17,10 +17,11 @@ from typing import Any, TypeVar, overload
 from fuzeguard._private import state
 from fuzeguard._private.config import Config, validate_code_options
 from fuzeguard._private.exceptions import ConfigError, FuzeguardError, LoopDetected
+from fuzeguard._private.fastinit import new_record
 from fuzeguard._private.fingerprint import fingerprint_error, fingerprint_result
 from fuzeguard._private.log import emit
 from fuzeguard._private.plan import Plan, build_plan
-from fuzeguard._private.records import Call, CallRecord, Decision, Detection
+from fuzeguard._private.records import Call, Decision, Detection
 from fuzeguard._private.run import DetectHook, Run, _as_hooks, current_run
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -249,7 +250,7 @@ class Pending:
             else {}
         )
         now = time.monotonic()
-        record = CallRecord(
+        record = new_record(
             fn=call.fn,
             index=call.index,
             args_fp=call.args_fp,

@@ -20,6 +20,7 @@ from fuzeguard._private import state
 from fuzeguard._private.config import Config, discovered_config, validate_code_options
 from fuzeguard._private.core import action_for, decide, pattern_key
 from fuzeguard._private.exceptions import FuzeguardError
+from fuzeguard._private.fastinit import new_call, new_decision
 from fuzeguard._private.log import emit
 from fuzeguard._private.records import Call, CallRecord, Decision, Detection, LimitUsage, RunStats
 
@@ -318,9 +319,9 @@ class Run:
             if plan.history_needed > self._capacity:
                 self._grow(plan.history_needed)
             self._attempts += 1
-            call = Call(plan.name, self._attempts, args_fp, arguments)
+            call = new_call(plan.name, self._attempts, args_fp, arguments)
             if not plan.layers:
-                decision = Decision("call", call.index)
+                decision = new_decision("call", call.index)
             else:
                 observe = plan.observe or state.mode_override == "observe"
                 decision = decide(self, call, plan.layers, plan.ladder, self._hit_count, observe=observe)
