@@ -52,6 +52,9 @@ EXAMPLES: dict[str, Any] = {
     "cost": 0.002,
     "skip_value": "This tool call was skipped to break a loop.",
     "trace": "traces/",
+    "cost_velocity_threshold": 0.5,
+    "cost_velocity_per_minute": 1.0,
+    "embed": "myapp.embeddings:embed",
     "max_calls": 100,
     "max_calls_per_turn": 10,
     "max_duration": "30m",
@@ -370,7 +373,7 @@ def render_configuration_md(specs: Mapping[str, Any] | None = None) -> str:
         for spec in items:
             anchor = spec.key
             default = doc_default(spec)
-            if len(default) > 40:
+            if len(default) > 80:
                 default = f"[a list of {len(spec.default)}](#{anchor})"
             out.append(
                 f"| [`{spec.key}`](#{anchor}) | `[{section}]` | "
