@@ -167,6 +167,27 @@ def test_langchain_injected_tool_call_id_is_left_out_of_the_fingerprint() -> Non
             )
 
 
+def test_injected_arguments_written_as_strings_are_left_out_without_the_framework() -> None:
+    """Under ``from __future__ import annotations`` annotations are strings; the injected-argument
+    markers are recognized by name, so no framework import is needed to see them."""
+
+    def lookup(query: str, tool_call_id: str) -> str:
+        return f"answer to {query}"
+
+    def react(query: str, runtime: object) -> str:
+        return f"answer to {query}"
+
+    # What the annotations look like in a module that postpones their evaluation.
+    lookup.__annotations__["tool_call_id"] = "Annotated[str, InjectedToolCallId]"
+    react.__annotations__["runtime"] = "ToolRuntime[None, dict]"
+
+    for fn, injected in ((lookup, "tool_call_id"), (react, "runtime")):
+        guarded = guard(fn)
+        with fuzeguard.run(), pytest.raises(LoopDetected):
+            for i in range(LOOP_AT):
+                guarded("q", **{injected: f"fresh-{i}"})
+
+
 def _tool_node_app(tool_obj: Any, **node_options: Any) -> Any:
     from langgraph.graph import END, START, MessagesState, StateGraph
     from langgraph.prebuilt import ToolNode
