@@ -3,6 +3,7 @@ guards and collect what fired, at which call."""
 
 from __future__ import annotations
 
+import random
 import zlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -105,5 +106,7 @@ def bag_of_words_embedding(text: str) -> list[float]:
 
 
 def words(seed: int, n: int = 12) -> str:
-    """A sentence of ``n`` distinct made-up words, different for each seed."""
-    return " ".join(f"w{seed}x{i}" for i in range(n))
+    """A sentence of ``n`` made-up words, different for each seed (deterministic)."""
+    rng = random.Random(seed)
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    return " ".join("".join(rng.choice(letters) for _ in range(rng.randint(3, 9))) for _ in range(n))
