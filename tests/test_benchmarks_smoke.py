@@ -1,0 +1,58 @@
+"""The benchmark suite (issue 5) runs end to end. No timing is asserted here: this suite runs on
+noisy shared machines, and the numbers belong in docs/performance.md, not in pass/fail."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCHMARKS = ROOT / "benchmarks"
+SECTIONS = ("0. verdicts", "1. overhead", "2. growth", "3. big inputs", "4. concurrency",
+            "5. semantic vs difflib", "6. replay")
+# Targets about counts and verdicts, not speed: these must hold even in quick mode.
+EXACTNESS_TARGETS = ("exact", "all", "all, 0")
+
+
+@pytest.fixture
+def verdicts_module(monkeypatch: pytest.MonkeyPatch) -> Iterator[object]:
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import verdicts
+
+    yield verdicts
+
+
+def test_quick_suite_writes_the_report_with_machine_and_every_section(tmp_path: Path) -> None:
+    report_path = tmp_path / "performance.md"
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "run.py"), "--quick", "--output", str(report_path)],
+        capture_output=True, text=True, timeout=600, check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = report_path.read_text(encoding="utf-8")
+    for fact in ("| CPU |", "| cores |", "| Python |", "| OS |"):
+        assert fact in report
+    for section in SECTIONS:
+        assert f"| {section} |" in report, section
+    rows = [line.split(" | ") for line in report.splitlines() if line.startswith("| ")]
+    exactness = [row for row in rows if len(row) == 5 and row[3] in EXACTNESS_TARGETS]
+    assert exactness, "the report has no count or verdict checks"
+    assert all(row[4].startswith("yes") for row in exactness), exactness
+
+
+def test_verdict_check_fails_when_a_fingerprint_changes(
+    verdicts_module: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The benchmark's guard against speed-ups that change decisions is not vacuous."""
+    monkeypatch.setattr(verdicts_module, "fingerprint", lambda value, volatile=frozenset(): b"\0" * 16)
+    with pytest.raises(AssertionError, match="changed"):
+        verdicts_module.check()  # type: ignore[attr-defined]
+
+
+def test_verdict_check_passes_on_this_build(verdicts_module: object) -> None:
+    rows = verdicts_module.check()  # type: ignore[attr-defined]
+    assert [row.met for row in rows] == [True]
