@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import uuid
 
-from fuzeguard._private.settings import DEFAULT_LAYERS
 from scripted import Step, play, words
 
+from fuzeguard._private.settings import DEFAULT_LAYERS
 
 # The Fuze iterations cap (max_iterations = 25 per function, a hard cap by design) fires on any
 # batch longer than 25 calls to one function; the batch scenarios below raise it explicitly so

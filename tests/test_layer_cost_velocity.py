@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from freezegun import freeze_time
+from scripted import Step, play, words
 
 import fuzeguard
 from fuzeguard import guard
 from fuzeguard.testing import capture_detections
-from scripted import Step, play, words
 
 SAME = "The quarterly revenue grew by four percent, driven mostly by the services business."
 

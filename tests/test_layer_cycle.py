@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from scripted import History, Step, play, words
 
 from fuzeguard import Config, ConfigError
 from fuzeguard._private.records import Call, CallRecord
 from fuzeguard.layers import Cycle
-from scripted import History, Step, play, words
 
 SEARCH_RESULTS = "1. Loop detection in agents\n2. Tool call cycles explained\n3. Stopping runaway agents"
 PAGE = "A long article about agent loops that the fetch returns every time, unchanged."

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from scripted import Step, play, words
 
 from fuzeguard import Config, ConfigError
 from fuzeguard.layers._content import LARGE, NEUTRAL, content_of, error_template
-from scripted import Step, play, words
 
 ANSWER = "Python's asyncio.wait_for raises TimeoutError when the awaited task takes too long."
 

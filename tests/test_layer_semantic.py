@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from scripted import Step, bag_of_words_embedding, play, words
 
 import fuzeguard
 from fuzeguard import Config, ConfigError, guard
 from fuzeguard.layers._similarity import ChantScanner, Text, chant_of, similarity
 from fuzeguard.testing import capture_detections
-from scripted import Step, bag_of_words_embedding, play, words
 
 DB_OUTPUTS = [
     "Let me check the database for user information...",
