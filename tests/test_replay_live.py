@@ -313,6 +313,21 @@ def _same_output_two_tools(run: fuzeguard.Run) -> None:
         read_cache(f"page-{n}")
 
 
+def _chanting_stream(run: fuzeguard.Run) -> None:
+    """A streamed output that starts chanting is caught mid-stream; the trace keeps its chunks."""
+
+    @guard
+    def generate(prompt: str) -> Any:
+        yield "Here is the plan. "
+        for _ in range(15):
+            yield "We will check the logs again tomorrow. "
+        yield "Done."
+
+    for n in range(3):
+        text = "".join(generate(f"prompt {n}"))
+        assert text
+
+
 SCENARIOS: dict[str, list[Scenario]] = {
     "iterations": [
         Scenario("cap", {"defaults": {"max_iterations": 5}}, _many_pages),
@@ -355,6 +370,11 @@ SCENARIOS: dict[str, list[Scenario]] = {
                  {"defaults": {"on_loop": "warn", "layers": ["semantic", "limits"]}}, _rephrased),
         Scenario("chanting output",
                  {"defaults": {"on_loop": "warn", "layers": ["semantic"]}}, _chanting),
+        Scenario("chanting stream, warned",
+                 {"defaults": {"on_loop": "warn", "layers": ["semantic"]}}, _chanting_stream),
+        Scenario("chanting stream, skipped then killed",
+                 {"defaults": {"on_loop": ["skip", "kill"], "layers": ["semantic"]}},
+                 _chanting_stream),
         Scenario("two tools, one output",
                  {"defaults": {"on_loop": "warn", "layers": ["semantic", "dedup"]}},
                  _same_output_two_tools),

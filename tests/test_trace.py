@@ -324,7 +324,22 @@ def test_a_generator_closed_early_is_recorded_as_interrupted(tmp_path: Path) -> 
         next(gen)
         gen.close()
     (line,) = _lines(trace)
-    assert line["interrupted"] is True and "result" not in line
+    assert line["interrupted"] is True and line["stream"] is True
+    assert line["result"] == ["a"]  # what it yielded before it was closed
+    assert "result_fp" not in line
+
+
+def test_a_completed_generator_records_its_chunks_as_a_stream(tmp_path: Path) -> None:
+    @guard
+    def stream(q: str) -> Any:
+        yield from ("x", "y")
+
+    trace = tmp_path / "t.jsonl"
+    with fuzeguard.run(config=Config(), trace=str(trace)):
+        assert list(stream("q")) == ["x", "y"]
+    (line,) = _lines(trace)
+    assert line["result"] == ["x", "y"] and line["stream"] is True
+    assert "interrupted" not in line
 
 
 def test_settings_given_in_code_are_written_on_the_first_line_of_each_function(

@@ -167,12 +167,17 @@ def _replacement(plan: Plan, detection: Detection) -> Any:
 
 
 def _refused(
-    run: Run, plan: Plan, call: Call, decision: Decision, start: float | None = None
+    run: Run,
+    plan: Plan,
+    call: Call,
+    decision: Decision,
+    start: float | None = None,
+    chunks: list[Any] | None = None,
 ) -> None:
     recorder = run._recorder_for(plan.settings.trace)
     if recorder is not None:
         try:
-            recorder.write_refused(plan, call, decision, start)
+            recorder.write_refused(plan, call, decision, start, chunks)
         except Exception as exc:
             emit("error", "fuzeguard.internal_error", fn=call.fn, phase="trace", error=repr(exc))
 
@@ -197,7 +202,7 @@ class Skipped:
 class Pending:
     """A call that goes ahead: collects its cost and records its outcome when it ends."""
 
-    __slots__ = ("box", "call", "decision", "guard", "plan", "run", "t0", "token")
+    __slots__ = ("box", "call", "chunks", "decision", "guard", "plan", "run", "t0", "token")
 
     def __init__(self, guard: Guard, run: Run, plan: Plan, call: Call, decision: Decision) -> None:
         self.guard = guard
@@ -208,6 +213,8 @@ class Pending:
         self.t0 = time.monotonic()
         self.box: list[float] = [0.0]
         self.token: contextvars.Token[list[float] | None] | None = None
+        # A generator's chunks so far (set by ``Stream``): the trace records them as its result.
+        self.chunks: list[Any] | None = None
 
     def enter(self) -> None:
         """Collect ``add_cost()`` calls made inside the call (not used for generators)."""
@@ -230,7 +237,8 @@ class Pending:
         if not isinstance(error, Exception) or isinstance(error, FuzeguardError):
             # Interrupted (cancelled, closed early, killed from inside): no record, but the
             # trace still gets a line so that replay counts the call as live did.
-            _refused(self.run, self.plan, self.call, self.decision, self.t0 - self.run._start)
+            _refused(self.run, self.plan, self.call, self.decision, self.t0 - self.run._start,
+                     self.chunks)
             return
         try:
             self._record(fingerprint_error(error), None, error)
@@ -265,7 +273,8 @@ class Pending:
         run._complete(record)
         recorder = run._recorder_for(plan.settings.trace)
         if recorder is not None:
-            recorder.write_call(plan, call, record, self.decision, result, error)
+            recorder.write_call(plan, call, record, self.decision, result, error,
+                                stream=self.chunks is not None)
 
 
 def _kind(fn: Callable[..., Any]) -> str:
@@ -398,6 +407,7 @@ class Stream:
     def __init__(self, pending: Pending) -> None:
         self.pending = pending
         self.chunks: list[Any] = []
+        pending.chunks = self.chunks
         self.watchers: list[Any] = []
         for layer in pending.plan.layers:
             watch = getattr(layer, "watch", None)
@@ -429,6 +439,13 @@ class Stream:
         p = self.pending
         decision = p.run._flag(p.plan, p.call, detection)
         p.guard._report(p.run, p.plan, p.call, decision)
+        # The call's trace line shows what fired mid-stream as well as before it.
+        p.decision = Decision(
+            decision.action if decision.action != "call" else p.decision.action,
+            p.decision.index,
+            decision.detection or p.decision.detection,
+            p.decision.detections + decision.detections,
+        )
         if decision.action == "kill":
             assert decision.detection is not None
             raise LoopDetected(decision.detection, p.run.stats())

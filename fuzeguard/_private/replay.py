@@ -27,7 +27,7 @@ from fuzeguard._private.config import Config, validate_code_options
 from fuzeguard._private.exceptions import ConfigError
 from fuzeguard._private.fingerprint import fingerprint, fingerprint_result
 from fuzeguard._private.plan import Plan, build_plan
-from fuzeguard._private.records import CallRecord, Detection
+from fuzeguard._private.records import Call, CallRecord, Decision, Detection
 from fuzeguard._private.run import Run
 from fuzeguard._private.trace import TAG, decode_value
 
@@ -343,22 +343,21 @@ class Replayer:
 
         call, decision = run._decide(plan, args_fp, args)
         if decision.detections:
-            on_detection = self.on_detection
-            for detection in decision.detections:
-                found = ReplayedDetection(summary.trace, position, lineno, state.label, detection)
-                summary.detections.append(found)
-                if on_detection is not None:
-                    on_detection(found)
+            self._report(state, decision, position, lineno)
         action = decision.action
         if action == "kill":
-            state.dead = True
-            summary.kills.append(
-                ReplayedDetection(summary.trace, position, lineno, state.label,
-                                  decision.detection or decision.detections[0])
-            )
+            self._killed(state, decision, position, lineno)
             return
-        if action == "skip" or get("interrupted"):
-            return  # not executed (skip), or executed but never completed (interrupted)
+        if action == "skip":
+            return  # not executed
+        if get("stream") and plan.layers:
+            chunks = obj.get("result")
+            if tagged:
+                chunks = decode_value(chunks)
+            if not self._watch(state, plan, call, chunks, position, lineno):
+                return  # killed mid-stream
+        if get("interrupted"):
+            return  # executed but never completed: no record, as live
 
         has_result = "result" in obj
         if result_fp is None:
@@ -389,6 +388,56 @@ class Replayer:
             features=features,
         )
         run._complete(record)
+
+    def _report(
+        self, state: _RunReplay, decision: Decision, position: int, lineno: int
+    ) -> None:
+        summary = state.summary
+        on_detection = self.on_detection
+        for detection in decision.detections:
+            found = ReplayedDetection(summary.trace, position, lineno, state.label, detection)
+            summary.detections.append(found)
+            if on_detection is not None:
+                on_detection(found)
+
+    @staticmethod
+    def _killed(state: _RunReplay, decision: Decision, position: int, lineno: int) -> None:
+        state.dead = True
+        summary = state.summary
+        detection = decision.detection or decision.detections[0]
+        summary.kills.append(
+            ReplayedDetection(summary.trace, position, lineno, state.label, detection)
+        )
+
+    def _watch(
+        self, state: _RunReplay, plan: Plan, call: Call, chunks: Any, position: int, lineno: int
+    ) -> bool:
+        """Feed a generator's recorded chunks to the layers that watch streams, as ``Stream``
+        does live; act on what they find. False if the run was killed mid-stream."""
+        watchers = [w(call) for w in (getattr(layer, "watch", None) for layer in plan.layers)
+                    if callable(w)]
+        if not watchers:
+            return True
+        if isinstance(chunks, str):  # a truncated stream: its head is all there is to watch
+            chunks = [chunks]
+        if not isinstance(chunks, list):
+            return True
+        run = state.run
+        for chunk in chunks:
+            for i, watcher in enumerate(watchers):
+                detection = watcher.feed(chunk)
+                if detection is None:
+                    continue
+                del watchers[i]
+                decision = run._flag(plan, call, detection)
+                self._report(state, decision, position, lineno)
+                if decision.action == "kill":
+                    self._killed(state, decision, position, lineno)
+                    return False
+                if decision.action == "skip":
+                    return True  # live, the stream ended here; its recorded chunks end here too
+                break
+        return True
 
     @staticmethod
     def _run_events(run: Run, obj: dict[str, Any], problem: Callable[[str], None]) -> None:

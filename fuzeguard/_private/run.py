@@ -46,7 +46,8 @@ class Recorder(Protocol):
 
     ``write_refused`` gets the calls that leave no record in history: killed or skipped ones, and
     calls that went ahead but were interrupted (``decision.action`` is then "call" or "warn" and
-    ``start`` is when the call began, in run seconds).
+    ``start`` is when the call began, in run seconds). ``stream`` / ``chunks`` mark a generator's
+    call: its result is the list of its chunks (so far, for one that was interrupted).
     """
 
     def write_call(
@@ -57,10 +58,16 @@ class Recorder(Protocol):
         decision: Decision,
         result: Any,
         error: BaseException | None,
+        stream: bool = False,
     ) -> None: ...
 
     def write_refused(
-        self, plan: Plan, call: Call, decision: Decision, start: float | None = None
+        self,
+        plan: Plan,
+        call: Call,
+        decision: Decision,
+        start: float | None = None,
+        chunks: list[Any] | None = None,
     ) -> None: ...
 
     def close(self) -> None: ...

@@ -8,7 +8,8 @@ from concurrent calls never interleave. ``docs/tracing.md`` documents the format
      "result_fp": "<hex>", "cost": 0.002, "ts": 1.25, "duration": 0.3, "run": "<run id>"}
 
 plus ``"error"`` for a failed call, ``"detections"`` and ``"action"`` when something fired,
-``"interrupted": true`` for a call that began but never finished, ``"run_info"`` on a run's first
+``"interrupted": true`` for a call that began but never finished, ``"stream": true`` for a
+generator's call (its result is the list of its chunks), ``"run_info"`` on a run's first
 line, ``"guard"`` (the settings a guard sets in code) on a function's first line, and
 ``"reset"``, ``"turn"`` and ``"extra_cost"`` when ``run.reset()``, ``run.end_turn()`` or an
 ``add_cost()`` outside any call changed the run since the previous line.
@@ -175,6 +176,7 @@ class TraceRecorder:
         decision: Decision,
         result: Any,
         error: BaseException | None,
+        stream: bool = False,
     ) -> None:
         """Write a completed call: its arguments, result or error, cost and timing."""
         if self._fd is None:
@@ -188,6 +190,8 @@ class TraceRecorder:
                 line["result"] = _result_value(result, s.trace_max_result_bytes, _redact_set(s))
         else:
             line["error"] = _error_text(error, s)
+        if stream:
+            line["stream"] = True
         line["args_fp"] = call.args_fp.hex()
         if record.result_fp is not None:
             line["result_fp"] = record.result_fp.hex()
@@ -201,17 +205,29 @@ class TraceRecorder:
         self._write(plan, line, record.cost)
 
     def write_refused(
-        self, plan: Plan, call: Call, decision: Decision, start: float | None = None
+        self,
+        plan: Plan,
+        call: Call,
+        decision: Decision,
+        start: float | None = None,
+        chunks: list[Any] | None = None,
     ) -> None:
-        """Write a call that left no record: killed, skipped, or interrupted while running."""
+        """Write a call that left no record: killed, skipped, or interrupted while running.
+
+        ``chunks`` are what a generator yielded before it was interrupted (or killed mid-stream).
+        """
         if self._fd is None:
             return
         s = plan.settings
         line: dict[str, Any] = {"fn": call.fn}
         if s.record_args:
             line["args"] = _args_value(call.arguments, s)
+        if chunks is not None:
+            if s.record_results:
+                line["result"] = _result_value(chunks, s.trace_max_result_bytes, _redact_set(s))
+            line["stream"] = True
         line["args_fp"] = call.args_fp.hex()
-        if decision.action in ("call", "warn"):
+        if chunks is not None or decision.action in ("call", "warn"):
             line["interrupted"] = True
         line["ts"] = self.run.elapsed() if start is None else start
         _add_detections(line, decision)
