@@ -250,3 +250,16 @@ def test_the_progress_bar_goes_to_stderr_only(
     captured = capsys.readouterr()
     assert "[" in captured.err and "%" in captured.err
     assert all(json.loads(x) for x in captured.out.splitlines())
+
+
+def test_text_tables_stop_at_fifty_rows_and_count_the_rest(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = _trace(tmp_path / "t.jsonl", [{"fn": "f", "args": {"n": n}} for n in range(62)])
+    config = _config(tmp_path / "fuze.toml",
+                     '[defaults]\nmax_iterations = 2\non_loop = "warn"\nlayers = ["iterations"]\n')
+    assert main(["replay", trace, "--config", config]) == 0
+    out = capsys.readouterr().out
+    assert f"{trace}: 62 calls, 1 run, 60 detections" in out
+    assert "... and 10 more (--format json lists them all)" in out
+    assert "60 detections (by layer: iterations 60; by action: warn 60)" in out

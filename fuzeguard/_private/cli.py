@@ -17,7 +17,13 @@ from typing import Any, TextIO
 
 from fuzeguard._private.config import Config, schema
 from fuzeguard._private.exceptions import ConfigError
-from fuzeguard._private.replay import Problem, ReplayedDetection, Replayer, trace_files
+from fuzeguard._private.replay import (
+    Problem,
+    ReplayedDetection,
+    Replayer,
+    TraceSummary,
+    trace_files,
+)
 
 EXIT_OK = 0
 EXIT_DETECTED = 1
@@ -353,6 +359,7 @@ def replay(
         on_detection=on_json if fmt == "json" else None,
         on_problem=on_problem,
         use_code_settings=use_code_settings,
+        keep=0 if fmt == "json" else MAX_ROWS,
     )
     total_calls = total_runs = total_detections = killed = problems = 0
     by_layer: dict[str, int] = {}
@@ -373,13 +380,13 @@ def replay(
             print(f"fuze replay: ... and {extra} more problem lines in {path}", file=err)
         total_calls += summary.calls
         total_runs += summary.runs
-        total_detections += len(summary.detections)
+        total_detections += summary.detected
         killed += len(summary.kills)
         problems += len(summary.problems)
-        for found in summary.detections:
-            d = found.detection
-            by_layer[d.layer] = by_layer.get(d.layer, 0) + 1
-            by_action[d.action] = by_action.get(d.action, 0) + 1
+        for key, n in summary.by_layer.items():
+            by_layer[key] = by_layer.get(key, 0) + n
+        for key, n in summary.by_action.items():
+            by_action[key] = by_action.get(key, 0) + n
         if fmt == "text":
             if bar is not None:
                 err.write("\r" + " " * 79 + "\r")
@@ -412,10 +419,11 @@ def _s(n: int) -> str:
     return "" if n == 1 else "s"
 
 
-def _print_trace(out: TextIO, summary: Any) -> None:
+def _print_trace(out: TextIO, summary: TraceSummary) -> None:
     found: list[ReplayedDetection] = summary.detections
+    total = summary.detected
     head = (f"{summary.trace}: {summary.calls:,} call{_s(summary.calls)}, "
-            f"{summary.runs} run{_s(summary.runs)}, {len(found)} detection{_s(len(found))}")
+            f"{summary.runs} run{_s(summary.runs)}, {total:,} detection{_s(total)}")
     print(head, file=out)
     if found:
         rows = []
@@ -434,8 +442,8 @@ def _print_trace(out: TextIO, summary: Any) -> None:
         for r in rows:
             cells = [r[0].rjust(widths[0])] + [r[i].ljust(widths[i]) for i in range(1, 5)]
             print("  " + "  ".join(cells) + "  " + r[5], file=out)
-        if len(found) > MAX_ROWS:
-            print(f"  ... and {len(found) - MAX_ROWS:,} more (--format json lists them all)",
+        if total > len(rows):
+            print(f"  ... and {total - len(rows):,} more (--format json lists them all)",
                   file=out)
     for kill in summary.kills:
         run = f" (run {kill.run})" if summary.runs > 1 and kill.run else ""

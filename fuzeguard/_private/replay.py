@@ -80,12 +80,19 @@ class Problem:
 
 @dataclass(slots=True)
 class TraceSummary:
-    """What replaying one trace found."""
+    """What replaying one trace found.
+
+    ``detections`` holds the first ``Replayer.keep`` detections (all by default); ``detected``,
+    ``by_layer`` and ``by_action`` count every one.
+    """
 
     trace: str
     calls: int = 0
     runs: int = 0
+    detected: int = 0
     detections: list[ReplayedDetection] = field(default_factory=list)
+    by_layer: dict[str, int] = field(default_factory=dict)
+    by_action: dict[str, int] = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=list)
     kills: list[ReplayedDetection] = field(default_factory=list)
     not_evaluated: int = 0
@@ -170,7 +177,13 @@ class _RunReplay:
                                                 run_scope=False)
             except (ConfigError, TypeError) as exc:
                 problem(f"guard settings recorded for `{fn}` ignored: {exc}")
-        plan = build_plan(_replayed, fn, self.run.config, options, layers)
+        try:
+            plan = build_plan(_replayed, fn, self.run.config, options, layers)
+        except ConfigError as exc:
+            if not options and layers is None:
+                raise
+            problem(f"guard settings recorded for `{fn}` ignored: {exc}")
+            plan = build_plan(_replayed, fn, self.run.config, {}, None)
         self.plans[fn] = plan
         return plan
 
@@ -181,7 +194,8 @@ class Replayer:
     ``on_detection`` is called with each ``ReplayedDetection`` and ``on_problem`` with each
     ``Problem`` as soon as they are found (the CLI streams them). ``use_code_settings=False``
     ignores the settings the traced code passed to ``guard()``/``run()`` so that the config alone
-    decides (for tuning keys that code sets).
+    decides (for tuning keys that code sets). ``keep`` bounds how many detections each summary
+    keeps (None: all), so that a huge trace full of detections replays in bounded memory.
     """
 
     def __init__(
@@ -191,11 +205,13 @@ class Replayer:
         on_detection: Callable[[ReplayedDetection], object] | None = None,
         on_problem: Callable[[Problem], object] | None = None,
         use_code_settings: bool = True,
+        keep: int | None = None,
     ) -> None:
         self.config = config
         self.on_detection = on_detection
         self.on_problem = on_problem
         self.use_code_settings = use_code_settings
+        self.keep = keep
 
     def replay_file(
         self, path: str, *, progress: Callable[[int], object] | None = None
@@ -394,9 +410,15 @@ class Replayer:
     ) -> None:
         summary = state.summary
         on_detection = self.on_detection
+        keep = self.keep
         for detection in decision.detections:
             found = ReplayedDetection(summary.trace, position, lineno, state.label, detection)
-            summary.detections.append(found)
+            summary.detected += 1
+            by_layer, by_action = summary.by_layer, summary.by_action
+            by_layer[detection.layer] = by_layer.get(detection.layer, 0) + 1
+            by_action[detection.action] = by_action.get(detection.action, 0) + 1
+            if keep is None or len(summary.detections) < keep:
+                summary.detections.append(found)
             if on_detection is not None:
                 on_detection(found)
 
