@@ -250,8 +250,9 @@ def render_fuze_toml(specs: Mapping[str, Any] | None = None) -> str:
         "#",
         "# fuzeguard reads the file named by FUZE_CONFIG, else the nearest fuze.toml in the working",
         "# directory or its parents, else [tool.fuzeguard] in the nearest pyproject.toml.",
-        "# FUZE_ENV=NAME layers fuze.NAME.toml over it, key by key; code (guard(..., key=value),",
-        "# fuzeguard.run(..., key=value)) wins over files. Uncomment a key to change it.",
+        "# FUZE_ENV=NAME layers fuze.NAME.toml over it, key by key. In code, guard(fn, key=value)",
+        "# wins over everything and fuzeguard.run(key=value) over all but [functions.NAME] tables.",
+        "# Uncomment a key to change it.",
         "# Each key names the system it comes from: Fuze (our direct model), Ralph, DeerFlow,",
         "# groq-code-cli, OpenFang/Hermes, or fuzeguard itself. Reference: docs/configuration.md.",
     ]
