@@ -84,6 +84,19 @@ class Cycle(LayerSettings):
         fewest = warn if warn else self.cycle_repeats + 1
         if len(history) + 1 < self.cycle_min_length * fewest:
             return None
+        # Cheap exit for the common case: a cycle of length L needs the pending call to repeat
+        # the one L back, the last completed call the one L before it, and two names in a lap.
+        n, fn = len(history), call.fn
+        for length in range(self.cycle_min_length, self.cycle_max_length + 1):
+            if (
+                n > length
+                and history[n - length].fn == fn
+                and history[n - 1].fn == history[n - 1 - length].fn
+                and any(history[n - j].fn != fn for j in range(1, length))
+            ):
+                break
+        else:
+            return None
         # Look only as far back as the longest flaggable tail: cost is bounded by the settings.
         records = list(history)[-(self.history_needed - 1):]
         names = [r.fn for r in records]

@@ -1,0 +1,94 @@
+"""Per-layer cost per call: ``layer.check(run, call)`` against a run filled to the layer's window,
+and what each call leaves behind (``Plan.features``: the layers' ``observe_*`` methods), on small
+results and on 100 KB results. Medians of repeated batches, in microseconds, one run.
+
+    python benchmarks/layer_costs.py            # full
+    python benchmarks/layer_costs.py --quick    # a few seconds
+
+The history holds distinct results (the common case: nothing fires, no early exit from a
+detection), so this is the price every call pays.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import time
+from typing import Any
+
+import fuzeguard
+from fuzeguard import guard
+from fuzeguard._private.records import Call, CallRecord
+from fuzeguard.layers import BUILTIN_LAYERS
+
+OPTIONS: dict[str, dict[str, Any]] = {"cost_velocity": {"cost_velocity_threshold": 1.0}}
+
+
+def text(rng: random.Random, size: int) -> str:
+    out: list[str] = []
+    length = 0
+    while length < size:
+        word = "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(2, 9)))
+        out.append(word)
+        length += len(word) + 1
+    return " ".join(out)[:size]
+
+
+def measure(name: str, size: int, repeats: int, batch: int) -> tuple[float, float]:
+    """(check µs, features µs) for one layer with results of ``size`` characters."""
+    rng = random.Random(size)
+
+    def tool(query: str) -> str:
+        return query
+
+    guarded = guard(tool, layers=[name], **OPTIONS.get(name, {}))
+    with fuzeguard.run() as run:
+        plan = guarded.guard.plan(run.config)
+        layer = plan.layers[0]
+        needed = max(plan.history_needed, 1)
+        run._grow(max(needed, run._capacity))
+        results = [text(rng, size) for _ in range(needed + 1)]
+        for i in range(needed):
+            arguments = {"query": f"question number {i} about the report"}
+            record = CallRecord(
+                fn="tool", index=i + 1, args_fp=plan.fingerprint_args(arguments),
+                result_fp=i.to_bytes(16, "big"), cost=0.1, start=float(i), duration=0.5,
+                features=plan.features(arguments, results[i], None),
+            )
+            run._complete(record)
+        arguments = {"query": "a new question about the report"}
+        call = Call("tool", needed + 1, plan.fingerprint_args(arguments), arguments)
+        check_times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter_ns()
+            for _ in range(batch):
+                layer.check(run, call)
+            check_times.append((time.perf_counter_ns() - t0) / batch / 1000)
+        feature_times = []
+        last = results[-1]
+        for _ in range(max(3, repeats // (10 if size > 10_000 else 1))):
+            t0 = time.perf_counter_ns()
+            n = 1 if size > 10_000 else batch
+            for _ in range(n):
+                plan.features(arguments, last, None)
+            feature_times.append((time.perf_counter_ns() - t0) / n / 1000)
+    return statistics.median(check_times), statistics.median(feature_times)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="fewer repeats (seconds)")
+    args = parser.parse_args(argv)
+    repeats, batch = (5, 20) if args.quick else (25, 200)
+    print(f"{'layer':<15}{'check small':>13}{'check 100KB':>13}{'keep small':>12}{'keep 100KB':>12}"
+          "   (µs per call, median)")
+    for name in BUILTIN_LAYERS:
+        small = measure(name, 60, repeats, batch)
+        big = measure(name, 100_000, repeats, max(1, batch // 10))
+        print(f"{name:<15}{small[0]:>13.2f}{big[0]:>13.2f}{small[1]:>12.2f}{big[1]:>12.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
