@@ -534,3 +534,21 @@ def test_mcp_skip_answers_with_the_detection_message_and_context_is_not_fingerpr
     texts = asyncio.run(client())
     assert texts[:3] == ["<html>u</html>"] * 3
     assert "`fetch_with_context` with the same arguments 4 times" in texts[3]
+
+
+# --------------------------------------------------------------------------- smolagents
+
+
+def test_smolagents_tool_from_a_guarded_function_has_the_same_inputs() -> None:
+    """smolagents is not in the ``frameworks`` extra (it is heavier); this runs where it is
+    installed."""
+    pytest.importorskip("smolagents")
+    from smolagents import tool
+
+    bare, guarded = tool(search), tool(guard(search))
+    assert (guarded.name, guarded.description, guarded.inputs, guarded.output_type) == (
+        bare.name, bare.description, bare.inputs, bare.output_type
+    )
+    with fuzeguard.run(), pytest.raises(LoopDetected):
+        for _ in range(LOOP_AT):
+            guarded(query="q")
