@@ -37,6 +37,9 @@ _OBJECT_REPR: Any = object.__repr__
 # Payloads from this size on are hashed in place: copying a megabyte into a fresh buffer costs
 # more than hashing it (page faults on every new large allocation).
 _STREAM_FROM = 1 << 16
+# Encodings of short mapping keys already seen (parameter names, common result keys), bounded.
+_KEYS: dict[str, bytes] = {}
+_MAX_KEYS = 4096
 
 
 def fingerprint(value: Any, volatile_keys: frozenset[str] = _NO_KEYS, prefix: bytes = b"") -> bytes:
@@ -45,6 +48,15 @@ def fingerprint(value: Any, volatile_keys: frozenset[str] = _NO_KEYS, prefix: by
     Keys of mappings (at any depth) whose lower-cased name is in ``volatile_keys`` are left out.
     Large payloads are fed to the hash piece by piece rather than copied into one encoding.
     """
+    # The two commonest values, inlined: bound arguments (a flat mapping) and a text result.
+    t = type(value)
+    if t is dict:
+        flat = _flat_mapping(value, volatile_keys)
+        if flat is not None:
+            return blake3(prefix + flat if prefix else flat).digest(FINGERPRINT_BYTES)
+    elif t is str and len(value) < _STREAM_FROM // 4:  # at most 4 UTF-8 bytes per character
+        b = value.encode("utf-8", "surrogatepass")
+        return blake3(b"%bs%d:%b" % (prefix, len(b), b)).digest(FINGERPRINT_BYTES)
     pieces = _pieces(value, volatile_keys)
     if len(pieces) == 1:
         data = pieces[0]
@@ -124,34 +136,46 @@ def _flat_mapping(m: dict[Any, Any], volatile: frozenset[str]) -> bytes | None:
     different strings differ within the shorter one's bytes.
     """
     parts: list[bytes] = []
+    keys = _KEYS
     try:
         for k, v in m.items():
             if type(k) is not str:
                 return None
             if volatile and k.lower() in volatile:
                 continue
-            kb = k.encode("utf-8", "surrogatepass")
+            kb = keys.get(k)
+            if kb is None:
+                kb = _key(k)
             t = type(v)
             if t is str:
                 vb = v.encode("utf-8", "surrogatepass")
                 if len(vb) >= _STREAM_FROM:
                     return None  # the general encoder keeps a large payload as its own piece
-                parts.append(b"s%d:%bs%d:%b" % (len(kb), kb, len(vb), vb))
+                parts.append(b"%bs%d:%b" % (kb, len(vb), vb))
             elif t is int:
-                parts.append(b"s%d:%bi%x;" % (len(kb), kb, v))
+                parts.append(b"%bi%x;" % (kb, v))
             elif v is None:
-                parts.append(b"s%d:%bN" % (len(kb), kb))
+                parts.append(kb + b"N")
             elif t is bool:
-                parts.append(b"s%d:%b%s" % (len(kb), kb, b"T" if v else b"F"))
+                parts.append(kb + (b"T" if v else b"F"))
             elif t is float:
                 f = b"nan" if v != v else v.hex().encode()
-                parts.append(b"s%d:%bf%b;" % (len(kb), kb, f))
+                parts.append(b"%bf%b;" % (kb, f))
             else:
                 return None
     except RuntimeError:  # changed size during iteration (another thread): take the slow path
         return None
     parts.sort()
     return b"{%b}" % b"".join(parts)
+
+
+def _key(k: str) -> bytes:
+    """The encoding of string key ``k``, remembered: tools are called with the same names."""
+    b = k.encode("utf-8", "surrogatepass")
+    kb = b"s%d:%b" % (len(b), b)
+    if len(_KEYS) < _MAX_KEYS and len(b) <= 64:
+        _KEYS[k] = kb
+    return kb
 
 
 def _qualname(tp: type) -> str:
