@@ -194,7 +194,7 @@ def test_check_without_a_config_file_reports_the_built_in_defaults(
     assert "built-in defaults" in out and "max_iterations" in out
 
 
-@pytest.mark.parametrize("command", [[], ["check"], ["replay"]])
+@pytest.mark.parametrize("command", [[], ["demo"], ["check"], ["replay"]])
 def test_help_is_complete_and_shows_an_example(
     command: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:

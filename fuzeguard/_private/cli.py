@@ -93,15 +93,16 @@ def _parser() -> argparse.ArgumentParser:
 
     parser.add_argument("--version", action="version", version=f"fuzeguard {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
-    sub.add_parser(
+    demo = sub.add_parser(
         "demo",
         help="a scripted agent gets stuck and the guard catches it (no model, no network)",
-        description="Run the demo: a scripted agent loops, the guard warns, skips, then kills. "
-        "Options: --no-color.",
-        epilog="example:\n  fuze demo --no-color",
+        description="Run the demo: a scripted agent repeats a search until the guard answers for "
+        "the tool, then falls into a web_search <-> web_fetch ping-pong until the run is killed. "
+        "Every step, detection and action is printed. No model, no network, no API key.",
+        epilog="examples:\n  fuze demo\n  fuze demo --no-color | less\n  python -m fuzeguard",
         formatter_class=fmt,
-        add_help=False,
     )
+    demo.add_argument("--no-color", action="store_true", help="plain output, no ANSI colours")
     check = sub.add_parser(
         "check",
         help="validate a config file and print the effective settings",
@@ -145,12 +146,23 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``fuze`` command; returns the exit status."""
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        # The reader went away (``fuze replay ... | head``): stop quietly, as shell tools do.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_OK
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
-    if args_list and args_list[0] == "demo":
+    parser = _parser()
+    if args_list and args_list[0] == "demo" and not {"-h", "--help"} & set(args_list[1:]):
+        # The demo parses its own options; its help (with examples) is the one below.
         from fuzeguard._private.demo import main as demo_main
 
         return demo_main(args_list[1:])
-    parser = _parser()
     try:
         args = parser.parse_args(args_list)
     except SystemExit as exc:
