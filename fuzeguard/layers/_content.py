@@ -68,6 +68,12 @@ def content_of(result: Any, error: BaseException | None) -> frozenset[Any] | str
         return frozenset((("!", error_template(error)),))
     if result is None or isinstance(result, bool):
         return NEUTRAL
+    if type(result) is str and len(result) <= SMALL_TEXT and "\n" not in result:
+        # The common case, a one-line text, without the walk.
+        words = _WORD.findall(result)
+        if len(words) < MIN_WORDS:
+            return NEUTRAL
+        return frozenset(pairwise(words))
     units: set[Any] = set()
     words = [0, 0]  # words seen, characters seen
     try:

@@ -87,14 +87,18 @@ class Cycle(LayerSettings):
         # Cheap exit for the common case: a cycle of length L needs the pending call to repeat
         # the one L back, the last completed call the one L before it, and two names in a lap.
         n, fn = len(history), call.fn
-        for length in range(self.cycle_min_length, self.cycle_max_length + 1):
-            if (
-                n > length
-                and history[n - length].fn == fn
-                and history[n - 1].fn == history[n - 1 - length].fn
-                and any(history[n - j].fn != fn for j in range(1, length))
-            ):
+        last = history[n - 1].fn
+        for length in range(self.cycle_min_length, min(self.cycle_max_length, n - 1) + 1):
+            if history[n - length].fn != fn or history[n - 1 - length].fn != last:
+                continue
+            if last != fn:
                 break
+            for j in range(2, length):
+                if history[n - j].fn != fn:
+                    break
+            else:
+                continue
+            break
         else:
             return None
         # Look only as far back as the longest flaggable tail: cost is bounded by the settings.

@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 from fuzeguard._private.layer import LayerSettings, RunView, setting
 from fuzeguard._private.records import Call, CallRecord, Detection
-from fuzeguard.layers._content import all_stale, brought_nothing_new, content_of
+from fuzeguard.layers._content import NEUTRAL, all_stale, brought_nothing_new, content_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,8 +76,10 @@ class Progress(LayerSettings):
         size, warn = self.progress_window, self.progress_warn_window
         if len(history) < (min(size, warn) if warn else size):
             return None
+        latest = history[-1]
+        if latest.features.get(self.name) is NEUTRAL or latest.result_fp is None:
+            return None  # an acknowledgement or an unknown outcome is no evidence
         tail = list(history)[-(size + 1):]
-        latest = tail[-1]
         # Every window ends with the latest call, and fewer others cover less: if it brought
         # something new against the largest window, no window can be flagged (the common case).
         if not brought_nothing_new(latest, tail[-size - 1:-1], self.name):
