@@ -9,11 +9,16 @@ must not be flagged at all.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
 from scripted import Step, play, words
+
+from fuzeguard import Config
+from fuzeguard._private.replay import Replayer
 
 
 @dataclass(frozen=True)
@@ -186,3 +191,20 @@ def test_the_corpus_records_when_each_loop_is_caught() -> None:
         "hermes-read-patch": (5, 6),
         "status-poll-unchanged": (3, 4),
     }
+
+
+@pytest.mark.parametrize("trace", LOOPS + LEGITIMATE, ids=lambda t: t.name)
+def test_fuze_replay_of_the_corpus_finds_what_the_live_guards_found(
+    trace: Trace, tmp_path: Path
+) -> None:
+    """SPEC §8: replaying a recorded trace reproduces the live detections, call for call."""
+    path = tmp_path / f"{trace.name}.jsonl"
+    with path.open("w", encoding="utf-8") as out:
+        for line in trace.lines:
+            if "error" in line:
+                line = {**line, "error": f"ToolError: {line['error']}"}
+            out.write(json.dumps(line) + "\n")
+    live = play(steps_of(trace))
+    summary = Replayer(Config()).replay_file(str(path))
+    replayed = [(d.call, d.detection.layer, d.detection.kind) for d in summary.detections]
+    assert replayed == [(d.call_index, d.layer, d.kind) for d in live.detections]
