@@ -140,3 +140,13 @@ def test_early_warning_can_be_switched_off() -> None:
     played = play(varied_failures(8), layers=["progress"], progress_warn_window=0)
     assert played.at("progress", "warning") == [5]
     assert played.killed_at == 6
+
+
+def test_a_result_that_cannot_be_read_is_no_evidence() -> None:
+    class Unprintable:
+        def __str__(self) -> str:
+            raise RuntimeError("no")
+
+    assert content_of(Unprintable(), None) is NEUTRAL
+    steps = [Step("tool", {"n": i}, Unprintable()) for i in range(8)]
+    assert play(steps, layers=["progress"]).detections == []

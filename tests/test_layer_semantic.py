@@ -200,3 +200,19 @@ def test_chant_scanner_keeps_bounded_state() -> None:
     scanner = ChantScanner()
     assert scanner.feed("x" * 1_000_000) is None
     assert len(scanner._pending) <= 2000
+
+
+def test_an_embedding_function_that_fails_never_loses_the_call() -> None:
+    """SPEC §5 fail-open: the call runs and is recorded; the failure is logged."""
+    def broken(text: str) -> list[float]:
+        raise RuntimeError("embedding service down")
+
+    @guard(layers=["semantic", "dedup"], embed=broken, on_loop="warn")
+    def agent(step: int) -> str:
+        return "the same long answer every single time"
+
+    with capture_detections() as found, fuzeguard.run() as run:
+        results = [agent(1) for _ in range(4)]
+    assert results == ["the same long answer every single time"] * 4
+    assert run.stats().calls == 4
+    assert [d.layer for d in found] == ["dedup", "dedup"]

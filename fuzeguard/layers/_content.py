@@ -63,7 +63,16 @@ class _Budget(Exception):
 
 
 def content_of(result: Any, error: BaseException | None) -> frozenset[Any] | str | None:
-    """The content units of one call's outcome, ``LARGE``, or ``NEUTRAL`` (no evidence)."""
+    """The content units of one call's outcome, ``LARGE``, or ``NEUTRAL`` (no evidence).
+
+    Never raises: a result that cannot be read (its ``__str__`` fails) is no evidence."""
+    try:
+        return _content(result, error)
+    except Exception:
+        return NEUTRAL
+
+
+def _content(result: Any, error: BaseException | None) -> frozenset[Any] | str | None:
     if error is not None:
         return frozenset((("!", error_template(error)),))
     if result is None or isinstance(result, bool):

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from fuzeguard._private.layer import LayerSettings, RunView, setting
+from fuzeguard._private.log import emit
 from fuzeguard._private.records import Call, CallRecord, Detection
 from fuzeguard.layers._similarity import ChantScanner, Embedder, Text, chant_of, similarity, text_of
 
@@ -80,15 +81,21 @@ class Semantic(LayerSettings):
         self, arguments: Mapping[str, Any], result: Any, error: BaseException | None
     ) -> Any:
         """Prepare the text of the call's arguments and of its result (or error), and note
-        whether the result chants."""
-        outcome = f"{type(error).__name__}: {error}" if error is not None else result
-        result_text = text_of(outcome).strip()
-        chant = chant_of(result_text) if error is None else None
-        prepared = (
-            Text.of(result_text, self.embed) if len(result_text) >= self.similarity_min_length
-            else None
-        )
-        return (self._prepare(arguments), prepared, chant)
+        whether the result chants. If that fails (an embedding function that raises), the call
+        is kept without texts and the failure logged: the call itself is never lost."""
+        try:
+            outcome = f"{type(error).__name__}: {error}" if error is not None else result
+            result_text = text_of(outcome).strip()
+            chant = chant_of(result_text) if error is None else None
+            prepared = (
+                Text.of(result_text, self.embed) if len(result_text) >= self.similarity_min_length
+                else None
+            )
+            return (self._prepare(arguments), prepared, chant)
+        except Exception as exc:
+            emit("error", "fuzeguard.internal_error", layer=self.name, phase="observe",
+                 error=repr(exc))
+            return None
 
     def watch(self, call: Call) -> ChantWatch:
         """A watcher for the chunks of a guarded generator (see ``Stream``): text chunks go to a
@@ -101,7 +108,19 @@ class Semantic(LayerSettings):
         history = run.history
         if not history:
             return None
-        window = [r for r in list(history)[-self.similarity_window:] if self.name in r.features]
+        try:
+            return self._check(run, call)
+        except Exception as exc:  # an embedding function that raises on the pending text
+            emit("error", "fuzeguard.internal_error", layer=self.name, phase="check",
+                 error=repr(exc))
+            return None
+
+    def _check(self, run: RunView, call: Call) -> Detection | None:
+        history = run.history
+        window = [
+            r for r in list(history)[-self.similarity_window:]
+            if r.features.get(self.name) is not None
+        ]
         if not window:
             return None
         latest = window[-1]
