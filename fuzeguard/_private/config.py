@@ -2,7 +2,8 @@
 strict validation with helpful errors, and per-function resolution.
 
 Precedence, lowest first: built-in defaults, the base file, the ``FUZE_ENV`` overlay file,
-``[functions.NAME]`` tables, keyword arguments in code.
+keyword settings given to ``fuzeguard.run()`` (run-wide), ``[functions.NAME]`` tables (more
+specific, so they still win for their function), keyword arguments to ``guard()``.
 """
 
 from __future__ import annotations
