@@ -284,13 +284,40 @@ def test_a_full_disk_logs_one_trace_error_and_the_calls_go_on() -> None:
     def tool(n: int) -> int:
         return n + 1
 
-    with structlog.testing.capture_logs() as logs, fuzeguard.run(config=Config(),
-                                                                 trace="/dev/full"):
-        results = [tool(n) for n in range(5)]
-    assert results == [1, 2, 3, 4, 5]
+    results = []
+    with structlog.testing.capture_logs() as logs:
+        for _ in range(3):
+            with fuzeguard.run(config=Config(), trace="/dev/full"):
+                results += [tool(n) for n in range(5)]
+    assert results == [1, 2, 3, 4, 5] * 3
     errors = [e for e in logs if e["event"] == "fuzeguard.trace_error"]
     assert len(errors) == 1
     assert errors[0]["errno"] == 28  # ENOSPC
+
+
+def test_a_path_that_works_again_gets_its_next_failure_logged(tmp_path: Path) -> None:
+    """"Once" means once per failure: after a line was written there, a new failure is news."""
+    (tmp_path / "blocker").write_text("")
+    target = str(tmp_path / "blocker" / "t.jsonl")
+
+    @guard
+    def tool(n: int) -> int:
+        return n
+
+    def one_run() -> None:
+        with fuzeguard.run(config=Config(), trace=target):
+            tool(1)
+
+    with structlog.testing.capture_logs() as logs:
+        one_run()
+        one_run()
+        (tmp_path / "blocker").unlink()
+        one_run()
+        (tmp_path / "blocker" / "t.jsonl").unlink()
+        (tmp_path / "blocker").rmdir()
+        (tmp_path / "blocker").write_text("")
+        one_run()
+    assert len([e for e in logs if e["event"] == "fuzeguard.trace_error"]) == 2
 
 
 def test_concurrent_calls_write_whole_lines_that_never_interleave(tmp_path: Path) -> None:

@@ -54,10 +54,10 @@ TAG = "$fuze"
 REDACTED = "[redacted]"
 MAX_DEPTH = 64
 
-# Paths whose last attempt failed: the error is logged once per failure, not once per run.
+# Paths whose last attempt failed: the error is logged once, not once per run, until a line
+# is written there again.
 _failing: set[str] = set()
 _failing_lock = threading.Lock()
-
 
 
 def _no_default(value: Any) -> Any:
@@ -109,8 +109,6 @@ def open_recorder(path: str, run: Run) -> TraceRecorder:
     except OSError as exc:
         _failed(path, target, run, exc)
         return TraceRecorder(None, path, target, run)
-    with _failing_lock:
-        _failing.discard(path)
     return TraceRecorder(fd, path, target, run)
 
 
@@ -143,6 +141,7 @@ class TraceRecorder:
         "_fd",
         "_fns",
         "_lock",
+        "_ok",
         "_resets",
         "_started",
         "_turn",
@@ -162,6 +161,7 @@ class TraceRecorder:
         self._resets = run.resets
         self._turn = 1
         self._cost = 0.0
+        self._ok = False
 
     @property
     def active(self) -> bool:
@@ -266,6 +266,10 @@ class TraceRecorder:
                 while data:
                     written = os.write(fd, data)
                     data = data[written:]
+                if not self._ok:
+                    self._ok = True
+                    with _failing_lock:
+                        _failing.discard(self.path)
             except OSError as exc:
                 self._disable()
                 _failed(self.path, self.target, run, exc)
