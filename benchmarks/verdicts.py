@@ -74,7 +74,8 @@ def check() -> list[Row]:
     def lookup(term: str) -> str:
         return term
 
-    made, killed, _ = _calls(guard(lookup, max_iterations=5), [((f"t{i}",), {}) for i in range(9)])
+    capped = guard(lookup, max_iterations=5, result_aware=False)
+    made, killed, _ = _calls(capped, [((f"t{i}",), {}) for i in range(9)])
     assert made == 5 and killed is not None and killed.detection.layer == "iterations"
 
     made, killed, _ = _calls(guard(lookup), [((f"t{i}",), {}) for i in range(9)], max_calls=3)

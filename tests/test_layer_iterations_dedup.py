@@ -25,7 +25,66 @@ def calls_until_killed(tool: Any, args: list[Any]) -> int | None:
 
 def test_iterations_kills_the_call_after_max_iterations() -> None:
     """Fuze layer 1: a function called more than max_iterations (25) times in a run is killed."""
-    tool = guard(lambda x: x, name="tool")
+    tool = guard(lambda x: None, name="tool")
+    assert calls_until_killed(tool, list(range(30))) == 26
+
+
+def test_iterations_caps_calls_whose_results_are_unknown() -> None:
+    """Fuze layer 1 on calls that never return (unbounded recursion): no evidence of progress."""
+
+    @guard(layers=["iterations"])
+    def recurse(n: int) -> int:
+        if n < 40:
+            return recurse(n + 1)
+        return n
+
+    with fuzeguard.run(), pytest.raises(LoopDetected) as info:
+        recurse(0)
+    assert info.value.detection.call_index == 26
+
+
+def test_iterations_waives_the_cap_for_a_function_that_keeps_bringing_new_results() -> None:
+    """A batch over 50 distinct files is work, not a loop (issue: false alarms are defects)."""
+    read_file = guard(lambda path: f"contents of {path}", name="read_file", layers=["iterations"])
+    assert calls_until_killed(read_file, [f"src/module_{i}.py" for i in range(60)]) is None
+
+
+def test_iterations_waiver_tolerates_a_few_repeated_results_in_a_batch() -> None:
+    """Two empty __init__.py files in a batch do not make it a loop."""
+    contents = {i: ("" if i in (7, 30) else f"code {i}") for i in range(60)}
+    read_file = guard(lambda i: contents[i], name="read_file", layers=["iterations"])
+    assert calls_until_killed(read_file, list(range(60))) is None
+
+
+def test_iterations_waiver_ends_when_results_start_repeating() -> None:
+    answers = [f"page {i}" for i in range(30)] + ["no more pages"] * 30
+    fetch = guard(lambda i: answers[min(i, 59)], name="fetch", layers=["iterations"])
+    killed = calls_until_killed(fetch, list(range(30)) + [99] * 30)
+    assert killed is not None and 30 < killed <= 45
+
+
+def test_iterations_waives_the_cap_for_writes_acknowledged_alike() -> None:
+    write_file = guard(lambda path: "OK", name="write_file", layers=["iterations"])
+    assert calls_until_killed(write_file, [f"out/{i}.txt" for i in range(60)]) is None
+
+
+def test_iterations_caps_a_function_that_keeps_failing() -> None:
+    def fail(i: int) -> None:
+        raise OSError(f"disk error {i}")
+
+    step = guard(fail, name="step", layers=["iterations"])
+    with fuzeguard.run(), pytest.raises(LoopDetected) as info:
+        for i in range(30):
+            try:
+                step(i)
+            except OSError:
+                pass
+    assert info.value.detection.call_index == 26
+
+
+def test_iterations_plain_fuze_cap_when_not_result_aware() -> None:
+    """result_aware = false: the absolute Fuze cap, whatever the results."""
+    tool = guard(lambda x: x, name="tool", layers=["iterations"], result_aware=False)
     assert calls_until_killed(tool, list(range(30))) == 26
 
 

@@ -328,13 +328,17 @@ def _chanting_stream(run: fuzeguard.Run) -> None:
         assert text
 
 
+# Pages that keep bringing new content earn the result-aware iteration cap's waiver; these
+# scenarios are about the cap itself.
+PLAIN_CAP = {"loop_detection": {"result_aware": False}}
+
 SCENARIOS: dict[str, list[Scenario]] = {
     "iterations": [
-        Scenario("cap", {"defaults": {"max_iterations": 5}}, _many_pages),
-        Scenario("ladder", {"defaults": {"max_iterations": 4, "on_loop": ["warn", "skip", "kill"]}},
-                 _many_pages),
+        Scenario("cap", {"defaults": {"max_iterations": 5}, **PLAIN_CAP}, _many_pages),
+        Scenario("ladder", {"defaults": {"max_iterations": 4, "on_loop": ["warn", "skip", "kill"]},
+                            **PLAIN_CAP}, _many_pages),
         Scenario("code options", {}, _code_options),
-        Scenario("reset", {"defaults": {"max_iterations": 5}}, _reset),
+        Scenario("reset", {"defaults": {"max_iterations": 5}, **PLAIN_CAP}, _reset),
         Scenario("closed stream", {"defaults": {"max_iterations": 5}}, _closed_stream),
     ],
     "dedup": [

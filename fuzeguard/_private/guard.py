@@ -279,7 +279,7 @@ class Pending:
 
 def _kind(fn: Callable[..., Any]) -> str:
     """Which shell a callable needs; callable objects are judged by their ``__call__``."""
-    for target in (fn, getattr(type(fn), "__call__", None)):
+    for target in (fn, getattr(type(fn), "__call__", None)):  # noqa: B004 - its kind, not callability
         if target is None:
             continue
         if inspect.isasyncgenfunction(target):

@@ -53,7 +53,7 @@ class Cycle(LayerSettings):
     )
     result_aware: bool = setting(
         True, type="bool", origin="fuzeguard",
-        doc="Count a repeat only while its result stays the same (false: plain Fuze counting).",
+        doc="Judge repeats by their results (shared with iterations and cycle; see iterations).",
     )
 
     def __post_init__(self) -> None:

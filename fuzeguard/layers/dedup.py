@@ -48,7 +48,7 @@ class Dedup(LayerSettings):
         True,
         type="bool",
         origin="fuzeguard",
-        doc="Count a repeat only while its result stays the same (false: plain Fuze counting).",
+        doc="Judge repeats by their results (shared with iterations and cycle; see iterations).",
     )
 
     def __post_init__(self) -> None:
