@@ -156,6 +156,39 @@ def test_dedup_result_aware_counts_the_streak_since_the_result_last_changed() ->
     assert calls_until_killed(poll, ["job"] * 7) == 6
 
 
+def test_dedup_spares_identical_waits_between_polls_whose_answer_changes() -> None:
+    """sleep(5) between status checks returns None every time; the run still moves on."""
+    states = iter(f"deploying: {p}% done" for p in range(0, 100, 5))
+    check_status = guard(lambda job: next(states), name="check_status")
+    sleep = guard(lambda seconds: None, name="sleep")
+    with capture_detections() as found, fuzeguard.run():
+        for _ in range(12):
+            check_status("deploy-42")
+            sleep(5)
+    assert found == []
+
+
+def test_dedup_still_catches_identical_calls_between_calls_that_change_nothing() -> None:
+    check_status = guard(lambda job: "deploying: 40% done", name="check_status", exempt_from=["dedup"])
+    sleep = guard(lambda seconds: None, name="sleep")
+    with capture_detections() as found, fuzeguard.run(), pytest.raises(LoopDetected):
+        for _ in range(6):
+            check_status("deploy-42")
+            sleep(5)
+    by_dedup = [(d.fn, d.call_index) for d in found if d.layer == "dedup"]
+    assert by_dedup == [("sleep", 6), ("sleep", 8)]
+
+
+def test_dedup_spares_relisting_a_directory_between_reads_of_new_files() -> None:
+    list_dir = guard(lambda path: "a.py b.py c.py d.py e.py f.py", name="list_dir")
+    read_file = guard(lambda path: f"contents of {path}", name="read_file")
+    with capture_detections() as found, fuzeguard.run():
+        for name in "abcdef":
+            list_dir(".")
+            read_file(f"{name}.py")
+    assert found == []
+
+
 def test_dedup_plain_mode_counts_arguments_only() -> None:
     """Fuze's plain behaviour: result_aware = false."""
     results = iter(range(100))
@@ -171,7 +204,7 @@ def test_dedup_counts_unknown_results_as_repeats() -> None:
         id = "r"
 
         def __init__(self, records: list[CallRecord]) -> None:
-            self.records = records
+            self.records = self.history = records
 
         def same_args(self, fp: bytes) -> list[CallRecord]:
             return [r for r in self.records if r.args_fp == fp]

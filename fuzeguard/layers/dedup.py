@@ -1,7 +1,9 @@
 """Layer 2, ``dedup``: the same call with the same arguments, again and again (Fuze layer 2).
 
 Result-aware by default: a repeat whose previous identical call brought a new result is progress
-(polling a status that changes, re-running tests after an edit), not a loop.
+(polling a status that changes, re-running tests after an edit), not a loop; so is a repeat made
+after some other call brought a result not seen before (``sleep(5)`` between polls whose answer
+moves, listing a directory again between reads of new files).
 """
 
 from __future__ import annotations
@@ -90,6 +92,8 @@ class Dedup(LayerSettings):
             kind = "warning"
         else:
             return None
+        if self.result_aware and _progress_between(run, same[-1].index, call.index, call.args_fp):
+            return None
         got = " and got the same result each time" if streak_fp is not None and all_same else ""
         if kind == "loop":
             advice = "Try different arguments or another tool."
@@ -108,6 +112,26 @@ class Dedup(LayerSettings):
             pattern=call.args_fp,
             message=message,
         )
+
+
+def _progress_between(run: RunView, after: int, before: int, args_fp: bytes) -> bool:
+    """Whether a call made since the last identical call brought a result not seen earlier in the
+    history: the run moved on in between (``sleep(5)`` between polls of a status that changes,
+    listing a directory again between reads of different files), so this repeat is pacing, not a
+    loop. Only the latest gap counts: on a loop's first lap everything is new, and that must not
+    excuse the laps that follow. Only consulted when dedup would otherwise fire.
+    """
+    history = run.history
+    for i in range(len(history) - 1, -1, -1):
+        record = history[i]
+        if record.index <= after:
+            break
+        fp = record.result_fp
+        if record.index >= before or record.args_fp == args_fp or fp is None or record.error:
+            continue
+        if not any(h.result_fp == fp for h in history if h.index < record.index):
+            return True
+    return False
 
 
 def _ordinal(n: int) -> str:
