@@ -46,6 +46,7 @@ def measure(quick: bool) -> tuple[list[Row], dict[str, float]]:
     bound = [{"query": q, "limit": i} for i, q in enumerate(qs)]
     default = guard(search, max_iterations=10**9)
     everything = guard(search, max_iterations=10**9, layers=list(BUILTIN_LAYERS))
+    core = guard(search, layers=[])
 
     def bare() -> None:
         for i, q in enumerate(qs):
@@ -60,6 +61,7 @@ def measure(quick: bool) -> tuple[list[Row], dict[str, float]]:
         "floor": floor,
         "default": _guarded_batch(default, qs),
         "all": _guarded_batch(everything, qs),
+        "core": _guarded_batch(core, qs),
     }
     samples: dict[str, list[float]] = {name: [] for name in variants}
     for fn in variants.values():  # warm-up: plans resolved, caches filled
@@ -70,11 +72,13 @@ def measure(quick: bool) -> tuple[list[Row], dict[str, float]]:
     t = {name: median(values) for name, values in samples.items()}
     over_default = t["default"] - t["bare"]
     over_all = t["all"] - t["bare"]
+    over_core = t["core"] - t["bare"]
     layer_names = ", ".join(BUILTIN_LAYERS)
+    default_names = ", ".join(Config().settings_for(None)["layers"])
     rows = [
         Row("1. overhead", "bare call", us(t["bare"])),
         Row("1. overhead", "floor: encode + blake3 the arguments once", us(t["floor"])),
-        Row("1. overhead", "guarded call, default layers", us(t["default"])),
+        Row("1. overhead", f"guarded call, default layers ({default_names})", us(t["default"])),
         Row(
             "1. overhead",
             "guarded overhead / floor, default layers",
@@ -84,6 +88,10 @@ def measure(quick: bool) -> tuple[list[Row], dict[str, float]]:
         ),
         Row("1. overhead", "guarded overhead / bare call, default layers",
             f"{over_default / t['bare']:.0f}x"),
+        Row("1. overhead", "guarded overhead / floor, no layers (the core: binding, both "
+            "fingerprints, records, locks)", f"{over_core / t['floor']:.2f}x  ({us(over_core)})"),
+        Row("1. overhead", "share of the default overhead spent in the default layers",
+            f"{(over_default - over_core) / over_default:.0%}"),
         Row("1. overhead", f"guarded call, all layers ({layer_names})", us(t["all"])),
         Row("1. overhead", "guarded overhead / floor, all layers",
             f"{over_all / t['floor']:.2f}x  ({us(over_all)})"),
