@@ -92,7 +92,9 @@ class Guard:
         plan: Plan | None = None
         try:
             run = current_run()
-            plan = self.plan(run.config)
+            config = run.config
+            entry = self._plans.get(id(config))  # the cache hit of self.plan(), inlined
+            plan = entry[1] if entry is not None and entry[0] is config else self.plan(config)
             if plan.off:
                 return None
             arguments = plan.binder.arguments(args, kwargs)
@@ -226,7 +228,9 @@ class Pending:
             self.token = None
 
     def done(self, result: Any) -> None:
-        self._exit()
+        if self.token is not None:  # self._exit(), inlined on the path every call takes
+            _cost_box.reset(self.token)
+            self.token = None
         try:
             self._record(fingerprint_result(result, self.plan.volatile), result, None)
         except Exception as exc:
@@ -271,7 +275,7 @@ class Pending:
         )
         run = self.run
         run._complete(record)
-        recorder = run._recorder_for(plan.settings.trace)
+        recorder = run._recorder if run._recorder_ready else run._recorder_for(plan.settings.trace)
         if recorder is not None:
             recorder.write_call(plan, call, record, self.decision, result, error,
                                 stream=self.chunks is not None)
