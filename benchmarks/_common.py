@@ -98,7 +98,16 @@ def machine() -> dict[str, str]:
         "cores": str(os.cpu_count()),
         "Python": f"{platform.python_implementation()} {platform.python_version()}",
         "OS": platform.platform(),
+        "load average at start (1, 5, 15 min)": _load(),
     }
+
+
+def _load() -> str:
+    """Other work on the machine shows in every timing; the report says how busy it was."""
+    try:
+        return ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "unknown"
 
 
 def rss_bytes() -> int:
