@@ -28,9 +28,10 @@ class Cycle(LayerSettings):
 
     Result-aware like ``dedup``: the laps after the first must have returned, step by step, results
     already seen at the same step (volatile fields stripped). Unknown results (a replayed trace
-    without them) count as seen when the calls repeat exactly, and as new when arguments vary. An
-    edit → test → edit → test alternation whose test output changes is work, not a loop;
-    alternation between two tools whose arguments vary but whose results stopped changing is a loop.
+    without them, such as a tool-name log) are no evidence of progress and count as seen, as in
+    DeerFlow's name-only layer and in ``dedup``. An edit → test → edit → test alternation whose
+    test output changes is work, not a loop; alternation between two tools whose arguments vary but
+    whose results stopped changing is a loop.
     """
 
     name: ClassVar[str] = "cycle"
@@ -115,7 +116,7 @@ class Cycle(LayerSettings):
             if len(set(unit)) < 2:
                 continue  # one function repeating: dedup's and iterations' business
             if self.result_aware:
-                span = min(span, _unchanged_tail(records, calls, length))
+                span = min(span, _unchanged_tail(records, length))
             if span >= (self.cycle_repeats + 1) * length:
                 kind = "loop"
             elif warn and span == warn * length:
@@ -164,17 +165,14 @@ def _periodic_tail(keys: Sequence[Hashable], length: int) -> int:
     return min(n, n - 1 - i + length)
 
 
-def _unchanged_tail(records: Sequence[CallRecord], calls: Sequence[Hashable], length: int) -> int:
+def _unchanged_tail(records: Sequence[CallRecord], length: int) -> int:
     """Calls at the end of the run (the pending one included) whose laps repeat the previous lap's
-    results step by step. An unknown result repeats only if the call itself repeats exactly."""
+    results step by step. An unknown result is no evidence of change."""
     n = len(records)
     i = n - 1
     while i >= length:
         fp, before = records[i].result_fp, records[i - length].result_fp
-        if fp is None or before is None:
-            if calls[i] != calls[i - length]:
-                break
-        elif fp != before:
+        if fp is not None and before is not None and fp != before:
             break
         i -= 1
     return n - i + length
