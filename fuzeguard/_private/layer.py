@@ -125,5 +125,10 @@ class LayerSettings:
     def history_needed(self) -> int:
         return 0
 
+    @property
+    def inert(self) -> bool:
+        """True when these settings leave the layer nothing to check, so plans can leave it out."""
+        return False
+
 
 FeatureFn = Callable[[Any], Any]

@@ -142,6 +142,9 @@ class Plan:
     observe: bool
     off: bool
     result_features: tuple[tuple[str, Callable[[Any, BaseException | None], Any]], ...]
+    # The layer names asked for (after exemptions), inert ones included: what the stack is, as
+    # opposed to what runs on each call.
+    requested: tuple[str, ...] = ()
     # Layers that keep something of the arguments as well: observe_call(arguments, result, error).
     call_features: tuple[
         tuple[str, Callable[[Mapping[str, Any], Any, BaseException | None], Any]], ...
@@ -176,16 +179,22 @@ def build_plan(
     exempt = set(settings.exempt_from)
     chosen = layer_objects if layer_objects is not None else settings.layers
     layers: list[Layer] = []
+    requested: list[str] = []
     for item in chosen:
         if isinstance(item, str):
             if item in exempt:
                 continue
+            requested.append(item)
             cls = BUILTIN_LAYERS[item]
             kwargs = {f.name: values[f.name] for f in dataclasses.fields(cls) if f.name in values}
             try:
-                layers.append(cls(**kwargs))
+                layer = cls(**kwargs)
             except ValueError as exc:
                 raise ConfigError(f"guard({name}): {exc}") from None
+            # A layer whose settings leave it nothing to check (no limit set, no threshold) is
+            # left out once here rather than asked on every call.
+            if not getattr(layer, "inert", False):
+                layers.append(layer)
         else:
             if getattr(item, "name", None) in exempt:
                 continue
@@ -194,6 +203,7 @@ def build_plan(
                     f"guard({name}): layers= items must be layer names or objects with a "
                     f"check(run, call) method, got {item!r}"
                 )
+            requested.append(str(getattr(item, "name", type(item).__name__)))
             layers.append(item)
     needed = max((int(getattr(layer, "history_needed", 0)) for layer in layers), default=0)
     features = tuple(
@@ -213,6 +223,7 @@ def build_plan(
         observe=settings.enabled == "observe",
         off=settings.enabled is False,
         result_features=features,
+        requested=tuple(requested),
         call_features=tuple(
             (layer.name, layer.observe_call)  # type: ignore[attr-defined]
             for layer in layers

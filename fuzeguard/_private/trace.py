@@ -355,7 +355,7 @@ def code_options(plan: Plan, run: Run) -> dict[str, Any]:
                     if value != values[f.name] and _plain(value):
                         out[f.name] = _as_json_setting(value)
     exempt = set(plan.settings.exempt_from)
-    names = [str(getattr(layer, "name", type(layer).__name__)) for layer in plan.layers]
+    names = list(plan.requested)
     if names != [n for n in plan.settings.layers if n not in exempt]:
         out["layers"] = names
     return out

@@ -55,6 +55,10 @@ class CostVelocity(LayerSettings):
     def history_needed(self) -> int:
         return self.cost_velocity_window
 
+    @property
+    def inert(self) -> bool:
+        return self.cost_velocity_threshold is None and self.cost_velocity_per_minute is None
+
     def observe_result(self, result: Any, error: BaseException | None) -> Any:
         """Keep each result's content, as ``progress`` does (nothing when no threshold is set)."""
         if self.cost_velocity_threshold is None and self.cost_velocity_per_minute is None:

@@ -121,16 +121,19 @@ def _progress_between(run: RunView, after: int, before: int, args_fp: bytes) -> 
     loop. Only the latest gap counts: on a loop's first lap everything is new, and that must not
     excuse the laps that follow. Only consulted when dedup would otherwise fire.
     """
-    history = run.history
-    for i in range(len(history) - 1, -1, -1):
-        record = history[i]
-        if record.index <= after:
-            break
+    seen: set[bytes] = set()
+    for record in run.history:
         fp = record.result_fp
-        if record.index >= before or record.args_fp == args_fp or fp is None or record.error:
+        if fp is None:
             continue
-        if not any(h.result_fp == fp for h in history if h.index < record.index):
+        if (
+            after < record.index < before
+            and fp not in seen
+            and record.args_fp != args_fp
+            and not record.error
+        ):
             return True
+        seen.add(fp)
     return False
 
 

@@ -55,6 +55,17 @@ class Limits(LayerSettings):
         doc="Total cost per run, in the unit your cost= values use.",
     )
 
+    @property
+    def inert(self) -> bool:
+        return (
+            self.max_calls is None
+            and self.max_calls_per_turn is None
+            and self.max_duration is None
+            and self.max_errors is None
+            and self.max_consecutive_errors is None
+            and self.max_cost is None
+        )
+
     def check(self, run: RunView, call: Call) -> Detection | None:
         if self.max_calls is not None and run.calls >= self.max_calls:
             return self._hit(call, "max_calls", run.calls + 1, self.max_calls,
