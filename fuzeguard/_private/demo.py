@@ -24,23 +24,28 @@ def _tools(seen: list[Detection]) -> tuple[Callable[..., str], Callable[..., str
     @guard(on_loop=LADDER, on_detect=seen.append)
     def web_search(query: str) -> str:
         """Search the web."""
-        return f"3 results for {query!r}: reviews.example/laptops, shop.example, forum.example"
+        return "3 results: reviews.example/laptops, shop.example/laptops, forum.example/laptops"
 
     @guard(on_loop=LADDER, on_detect=seen.append)
     def web_fetch(url: str) -> str:
         """Fetch a page."""
-        return f"<html>{url}: the page lists the same five laptops as yesterday</html>"
+        return "<html>Top laptops 2026: the same five models, reviewed in March.</html>"
 
     return web_search, web_fetch
 
 
 def _script(skipped: Callable[[], bool]) -> Iterator[tuple[str, dict[str, Any]]]:
-    """The stuck model: it only changes course when the guard answers in place of a tool."""
+    """The stuck model: it only changes course when the guard answers in place of a tool. First it
+    repeats one search; then it rephrases its search and re-opens the same page under new URLs,
+    getting the same answers: a ping-pong that no identical-call check can see."""
     while not skipped():
         yield "web_search", {"query": "best laptop 2026"}
+    lap = 0
     while True:
-        yield "web_search", {"query": "laptop reviews"}
-        yield "web_fetch", {"url": "https://reviews.example/laptops"}
+        lap += 1
+        yield "web_search", {"query": ["laptop reviews", "laptop reviews 2026", "top laptops",
+                                       "best laptops reviewed", "laptop rankings"][lap % 5]}
+        yield "web_fetch", {"url": f"https://reviews.example/laptops?ref={lap}"}
 
 
 class _Printer:
