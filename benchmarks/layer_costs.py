@@ -22,7 +22,11 @@ from fuzeguard import guard
 from fuzeguard._private.records import Call, CallRecord
 from fuzeguard.layers import BUILTIN_LAYERS
 
+# Layers that are inert (left out of plans) until given something to check.
 OPTIONS: dict[str, dict[str, Any]] = {"cost_velocity": {"cost_velocity_threshold": 1.0}}
+RUN_OPTIONS: dict[str, dict[str, Any]] = {
+    "limits": {"max_calls": 10**9, "max_errors": 10**9, "max_cost": 10.0**9, "max_duration": "1d"},
+}
 
 
 def text(rng: random.Random, size: int) -> str:
@@ -43,7 +47,7 @@ def measure(name: str, size: int, repeats: int, batch: int) -> tuple[float, floa
         return query
 
     guarded = guard(tool, layers=[name], **OPTIONS.get(name, {}))
-    with fuzeguard.run() as run:
+    with fuzeguard.run(**RUN_OPTIONS.get(name, {})) as run:
         plan = guarded.guard.plan(run.config)
         layer = plan.layers[0]
         needed = max(plan.history_needed, 1)
