@@ -263,3 +263,17 @@ def test_text_tables_stop_at_fifty_rows_and_count_the_rest(
     assert f"{trace}: 62 calls, 1 run, 60 detections" in out
     assert "... and 10 more (--format json lists them all)" in out
     assert "60 detections (by layer: iterations 60; by action: warn 60)" in out
+
+
+def test_replay_into_a_closed_pipe_ends_quietly_with_status_zero() -> None:
+    """``fuze replay ... | head -1``: the reader leaving is not an unreadable trace."""
+    import shlex
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    traces = Path(__file__).resolve().parent.parent / "examples" / "traces"
+    command = (f"{shlex.quote(sys.executable)} -m fuzeguard replay {shlex.quote(str(traces))} "
+               "--format json | head -1 > /dev/null; echo ${PIPESTATUS[0]} >&2")
+    done = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=60)
+    assert done.stderr.strip() == "0"

@@ -382,6 +382,8 @@ def replay(
             bar.update(0, force=True)
         try:
             summary = replayer.replay_file(path, progress=bar.update if bar else None)
+        except BrokenPipeError:
+            raise  # our reader left (``| head``), not the trace: main() ends quietly
         except OSError as exc:
             print(f"fuze replay: cannot read {path}: {exc.strerror or exc}", file=err)
             return EXIT_USAGE
