@@ -216,3 +216,23 @@ def test_an_embedding_function_that_fails_never_loses_the_call() -> None:
     assert results == ["the same long answer every single time"] * 4
     assert run.stats().calls == 4
     assert [d.layer for d in found] == ["dedup", "dedup"]
+
+
+def test_long_text_sketches_are_the_same_in_every_process() -> None:
+    """Replay runs in another process: the sketch of a long text must not depend on the hash seed,
+    or a replayed trace could see other similarities than the live run did."""
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "from fuzeguard.layers._similarity import sketch\n"
+        "text = ' '.join(f'word{i % 977} item{i % 131}' for i in range(4000))\n"
+        "print(sorted(sketch(text))[:5])\n"
+    )
+    outputs = {
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                       env={**os.environ, "PYTHONHASHSEED": seed}).stdout
+        for seed in ("1", "2", "3")
+    }
+    assert len(outputs) == 1
