@@ -13,7 +13,7 @@ import math
 import os
 import re
 import sys
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -126,7 +126,7 @@ def parse_duration(text: str) -> float:
     return total
 
 
-def _type_error(spec: FieldSpec, value: Any, expected: str) -> ValueError:
+def _type_error(value: Any, expected: str) -> ValueError:
     return ValueError(f"expected {expected}, got {type(value).__name__} {value!r}")
 
 
@@ -139,11 +139,11 @@ def coerce(spec: FieldSpec, value: Any, *, from_code: bool) -> Any:
     t = spec.type
     if t == "int":
         if not isinstance(value, int) or isinstance(value, bool):
-            raise _type_error(spec, value, "a whole number")
+            raise _type_error(value, "a whole number")
         out: Any = value
     elif t == "float":
         if not isinstance(value, (int, float)) or isinstance(value, bool) or math.isnan(value):
-            raise _type_error(spec, value, "a number")
+            raise _type_error(value, "a number")
         out = float(value)
     elif t == "duration":
         if isinstance(value, str):
@@ -151,35 +151,35 @@ def coerce(spec: FieldSpec, value: Any, *, from_code: bool) -> Any:
         elif isinstance(value, (int, float)) and not isinstance(value, bool):
             out = float(value)
         else:
-            raise _type_error(spec, value, 'seconds or a duration string such as "30m"')
+            raise _type_error(value, 'seconds or a duration string such as "30m"')
     elif t == "bool":
         if not isinstance(value, bool):
-            raise _type_error(spec, value, "true or false")
+            raise _type_error(value, "true or false")
         out = value
     elif t == "enabled":
         if not isinstance(value, bool) and value != "observe":
-            raise _type_error(spec, value, 'true, false or "observe"')
+            raise _type_error(value, 'true, false or "observe"')
         out = value
     elif t == "str":
         if not isinstance(value, str):
-            raise _type_error(spec, value, "a string")
+            raise _type_error(value, "a string")
         out = value
     elif t == "path":
         if isinstance(value, os.PathLike):
             value = os.fspath(value)
         if not isinstance(value, str) or not value:
-            raise _type_error(spec, value, "a file or directory path")
+            raise _type_error(value, "a file or directory path")
         out = value
     elif t == "strs":
         if isinstance(value, str) or not isinstance(value, (list, tuple, set, frozenset)):
-            raise _type_error(spec, value, 'a list of strings, such as ["a", "b"]')
+            raise _type_error(value, 'a list of strings, such as ["a", "b"]')
         if not all(isinstance(v, str) for v in value):
             raise ValueError(f"every item must be a string, got {list(value)!r}")
         out = tuple(value)
     elif t == "actions":
         items = [value] if isinstance(value, str) else value
         if not isinstance(items, (list, tuple)) or not items:
-            raise _type_error(spec, value, '"kill", "warn", "skip" or a list of them')
+            raise _type_error(value, '"kill", "warn", "skip" or a list of them')
         for item in items:
             if item not in ACTIONS:
                 raise ValueError(
@@ -197,7 +197,7 @@ def coerce(spec: FieldSpec, value: Any, *, from_code: bool) -> Any:
     return out
 
 
-def check_layer_names(names: Iterable[Any], key: str) -> None:
+def check_layer_names(names: Iterable[Any]) -> None:
     from fuzeguard.layers import BUILTIN_LAYERS
 
     for name in names:
@@ -210,18 +210,10 @@ def check_layer_names(names: Iterable[Any], key: str) -> None:
 
 def check_combination(values: Mapping[str, Any]) -> None:
     """Check what single keys cannot: construct every layer, which validates its own fields."""
-    specs = schema()
     for cls in _setting_classes():
-        kwargs = {f.name: values[f.name] for f in dataclasses.fields(cls) if f.name in values}
-        try:
-            cls(**kwargs)
-        except ValueError:
-            raise
-        except TypeError:  # pragma: no cover - the schema and the classes agree by construction
-            raise
-    check_layer_names(values.get("layers", ()), "layers")
-    check_layer_names(values.get("exempt_from", ()), "exempt_from")
-    del specs
+        cls(**{f.name: values[f.name] for f in dataclasses.fields(cls) if f.name in values})
+    check_layer_names(values.get("layers", ()))
+    check_layer_names(values.get("exempt_from", ()))
 
 
 # --------------------------------------------------------------------------- documents
@@ -352,7 +344,7 @@ def _parse_table(
         try:
             out[key] = coerce(spec, value, from_code=False)
             if key in ("layers", "exempt_from"):
-                check_layer_names(out[key], key)
+                check_layer_names(out[key])
         except ValueError as exc:
             raise source.error(f"`{dotted}`: {exc}", dotted) from None
     return out
@@ -388,7 +380,7 @@ def validate_code_options(options: Mapping[str, Any], where: str, *, run_scope: 
             items = tuple(value)
             check = [v for v in items if isinstance(v, str)]
             try:
-                check_layer_names(check, key)
+                check_layer_names(check)
             except ValueError as exc:
                 raise ConfigError(f"{where}: {key}: {exc}", key=key) from None
             out[key] = items
@@ -396,7 +388,7 @@ def validate_code_options(options: Mapping[str, Any], where: str, *, run_scope: 
         try:
             out[key] = coerce(spec, value, from_code=True)
             if key == "exempt_from":
-                check_layer_names(out[key], key)
+                check_layer_names(out[key])
         except ValueError as exc:
             raise ConfigError(f"{where}: {key}: {exc}", key=key) from None
     return out
@@ -582,6 +574,3 @@ def discovered_config() -> Config:
         _cached = (key, Config.load())
     return _cached[1]
 
-
-CodeOptions = Mapping[str, Any]
-Factory = Callable[..., Any]

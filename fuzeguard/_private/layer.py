@@ -9,7 +9,7 @@ these fields.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
 from fuzeguard._private.records import Call, CallRecord, Detection
@@ -130,5 +130,3 @@ class LayerSettings:
         """True when these settings leave the layer nothing to check, so plans can leave it out."""
         return False
 
-
-FeatureFn = Callable[[Any], Any]
