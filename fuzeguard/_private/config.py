@@ -160,6 +160,16 @@ def coerce(spec: FieldSpec, value: Any, *, from_code: bool) -> Any:
         if not isinstance(value, bool) and value != "observe":
             raise _type_error(value, 'true, false or "observe"')
         out = value
+    elif t == "kind":
+        from fuzeguard._private.kinds import AUTO, KINDS
+
+        if value != AUTO and value not in KINDS:
+            raise ValueError(
+                f"unknown kind {value!r}; use one of \"auto\", "
+                + ", ".join(f'"{k}"' for k in KINDS)
+                + _did_you_mean(str(value), (AUTO, *KINDS)).replace("`", '"')
+            )
+        out = value
     elif t == "str":
         if not isinstance(value, str):
             raise _type_error(value, "a string")

@@ -18,8 +18,8 @@ from fuzeguard._private import state
 from fuzeguard._private.config import Config, validate_code_options
 from fuzeguard._private.exceptions import ConfigError, FuzeguardError, LoopDetected
 from fuzeguard._private.fastinit import new_record
-from fuzeguard._private.fingerprint import fingerprint_error, fingerprint_result
 from fuzeguard._private.log import emit
+from fuzeguard._private.outcome import error_text
 from fuzeguard._private.plan import Plan, build_plan
 from fuzeguard._private.records import Call, Decision, Detection
 from fuzeguard._private.run import DetectHook, Run, _as_hooks, current_run
@@ -232,7 +232,8 @@ class Pending:
             _cost_box.reset(self.token)
             self.token = None
         try:
-            self._record(fingerprint_result(result, self.plan.volatile), result, None)
+            result_fp, failed, value = self.plan.judge_result(result, self.call)
+            self._record(result_fp, result, value, None, failed)
         except Exception as exc:
             emit("error", "fuzeguard.internal_error", fn=self.call.fn, phase="record", error=repr(exc))
 
@@ -245,11 +246,20 @@ class Pending:
                      self.chunks)
             return
         try:
-            self._record(fingerprint_error(error), None, error)
+            self._record(self.plan.judge_error(error_text(error)), None, None, error, None)
         except Exception as exc:
             emit("error", "fuzeguard.internal_error", fn=self.call.fn, phase="record", error=repr(exc))
 
-    def _record(self, result_fp: bytes, result: Any, error: BaseException | None) -> None:
+    def _record(
+        self,
+        result_fp: bytes,
+        result: Any,
+        value: Any,
+        error: BaseException | None,
+        failed: str | None,
+    ) -> None:
+        """Record the call; ``value`` is the result's skeleton and ``failed`` says whether the
+        result reads as an error (see ``Plan.judge_result``)."""
         plan = self.plan
         cost = self.box[0]
         per_call = plan.settings.cost
@@ -257,7 +267,7 @@ class Pending:
             cost += per_call(result) if callable(per_call) else per_call
         call = self.call
         features = (
-            plan.features(call.arguments, result, error)
+            plan.features(call.arguments, value, error)
             if plan.result_features or plan.call_features
             else {}
         )
@@ -267,11 +277,12 @@ class Pending:
             index=call.index,
             args_fp=call.args_fp,
             result_fp=result_fp,
-            error=None if error is None else type(error).__name__,
+            error=failed if error is None else type(error).__name__,
             cost=cost or None,
             start=self.t0 - self.run._start,
             duration=now - self.t0,
             features=features,
+            kind=call.kind,
         )
         run = self.run
         run._complete(record)

@@ -18,7 +18,7 @@ Section = Literal["defaults", "loop_detection"]
 Scope = Literal["function", "run"]
 # Value kinds the validator knows; see config._coerce.
 ValueType = Literal[
-    "int", "float", "bool", "str", "strs", "duration", "actions", "enabled", "path", "any"
+    "int", "float", "bool", "str", "strs", "duration", "actions", "enabled", "path", "kind", "any"
 ]
 
 

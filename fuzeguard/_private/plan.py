@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import re
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -12,10 +13,19 @@ from typing import Any
 from fuzeguard._private.config import Config
 from fuzeguard._private.exceptions import ConfigError
 from fuzeguard._private.fingerprint import encode, fingerprint
+from fuzeguard._private.kinds import AUTO, call_kind, infer_kind
 from fuzeguard._private.layer import Layer
+from fuzeguard._private.outcome import (
+    TEXT_ERROR,
+    error_fingerprint,
+    reads_as_error,
+    skeleton,
+)
+from fuzeguard._private.records import Call
 from fuzeguard._private.settings import Settings
 
 _EMPTY = inspect.Parameter.empty
+_WORDY = re.compile(r"[^\W_]")
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
 
 
@@ -149,6 +159,34 @@ class Plan:
     call_features: tuple[
         tuple[str, Callable[[Mapping[str, Any], Any, BaseException | None], Any]], ...
     ] = ()
+    # The function's kind, declared or inferred from its name; ``infer`` when each call's
+    # arguments may refine it (kind = "auto").
+    kind: str = "other"
+    infer: bool = True
+
+    def kind_of(self, arguments: Mapping[str, Any]) -> str:
+        """What this call does: the declared kind, or the inferred one refined by the arguments."""
+        return call_kind(self.kind, arguments) if self.infer else self.kind  # type: ignore[arg-type]
+
+    def judge_result(self, result: Any, call: Call) -> tuple[bytes, str | None, Any]:
+        """A completed call's outcome, live or replayed: the fingerprint of its skeleton (volatile
+        parts out), ``"ErrorResult"`` if it reads as an error, and the skeleton itself.
+
+        A model's output without a word in it (a divider, a run of symbols) means nothing, so it
+        is never the same as another: it gets a fingerprint of its own.
+        """
+        try:
+            value = skeleton(result, self.volatile)
+        except RecursionError:
+            value = result
+        if call.kind == "model" and type(value) is str and not _WORDY.search(value):
+            return fingerprint(("wordless", call.index)), None, value
+        return fingerprint(value), (TEXT_ERROR if reads_as_error(result) else None), value
+
+    @staticmethod
+    def judge_error(text: str) -> bytes:
+        """A failed call's outcome fingerprint, from its ``"Name: message"`` text."""
+        return error_fingerprint(text)
 
     def features(
         self, arguments: Mapping[str, Any], result: Any, error: BaseException | None
@@ -218,7 +256,7 @@ def build_plan(
         ladder=settings.on_loop,
         binder=Binder(fn, settings.ignore_args),
         prefix=encode(name) + b"\x00",
-        volatile=frozenset(k.lower() for k in settings.volatile_keys),
+        volatile=frozenset(k.lower() for k in (*settings.volatile_keys, *settings.volatile)),
         history_needed=needed,
         observe=settings.enabled == "observe",
         off=settings.enabled is False,
@@ -229,4 +267,6 @@ def build_plan(
             for layer in layers
             if callable(getattr(layer, "observe_call", None))
         ),
+        kind=infer_kind(name) if settings.kind == AUTO else settings.kind,
+        infer=settings.kind == AUTO,
     )

@@ -19,13 +19,15 @@ class Call:
 
     ``index`` is its 1-based position among the run's calls; ``args_fp`` the fingerprint of its bound
     arguments (context objects and ``ignore_args`` left out); ``arguments`` the bound arguments
-    themselves, for layers that compare text.
+    themselves, for layers that compare text; ``kind`` what the tool does on this call (``read``,
+    ``search``, ``write``, ``poll``, ``exec``, ``model`` or ``other``: see ``docs/quality.md``).
     """
 
     fn: str
     index: int
     args_fp: bytes
     arguments: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    kind: str = "other"
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,8 +36,10 @@ class CallRecord:
 
     ``result_fp`` is the fingerprint of the result with volatile fields removed, or of the error;
     ``None`` means the outcome is unknown (a replayed trace line without one). ``error`` is the
-    error's class name for a failed call. ``start`` is seconds since the run started. ``features``
-    holds what layers asked to keep about the result (for example its text), keyed by layer name.
+    error's class name for a failed call (``"ErrorResult"`` for a result that reads as an error,
+    see ``docs/quality.md``); ``kind`` is the call's kind. ``start`` is seconds since the run
+    started. ``features`` holds what layers asked to keep about the result (for example its text),
+    keyed by layer name.
     """
 
     fn: str
@@ -47,6 +51,7 @@ class CallRecord:
     start: float = 0.0
     duration: float | None = None
     features: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    kind: str = "other"
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,7 +25,8 @@ from typing import Any
 
 from fuzeguard._private.config import Config, validate_code_options
 from fuzeguard._private.exceptions import ConfigError
-from fuzeguard._private.fingerprint import fingerprint, fingerprint_result
+from fuzeguard._private.kinds import KINDS
+from fuzeguard._private.outcome import TEXT_ERROR
 from fuzeguard._private.plan import Plan, build_plan
 from fuzeguard._private.records import Call, CallRecord, Decision, Detection
 from fuzeguard._private.run import Run
@@ -357,7 +358,8 @@ class Replayer:
         if ts is not None:
             state.clock.now = float(ts)
 
-        call, decision = run._decide(plan, args_fp, args)
+        kind = get("kind")
+        call, decision = run._decide(plan, args_fp, args, kind if kind in KINDS else None)
         if decision.detections:
             self._report(state, decision, position, lineno)
         action = decision.action
@@ -375,20 +377,21 @@ class Replayer:
         if get("interrupted"):
             return  # executed but never completed: no record, as live
 
-        has_result = "result" in obj
-        if result_fp is None:
-            if has_result:
-                value = obj["result"]
-                result_fp = fingerprint_result(decode_value(value) if tagged else value,
-                                               plan.volatile)
-            elif error is not None:
-                result_fp = fingerprint(("error", error))
+        # The same judgement as a live call's (Plan.judge_result / judge_error); an unknown
+        # result is given to the layers as None: no evidence either way.
+        result = obj.get("result")
+        if tagged:
+            result = decode_value(result)
+        failed = TEXT_ERROR if get("failed") is True else None
+        if error is not None:
+            if result_fp is None:
+                result_fp = plan.judge_error(error)
+        elif "result" in obj:
+            fp, read_failed, result = plan.judge_result(result, call)
+            result_fp = result_fp if result_fp is not None else fp
+            failed = failed or read_failed
         features: dict[str, Any] = {}
         if plan.result_features or plan.call_features:
-            # An unknown result is given to the layers as None: no evidence either way.
-            result = obj.get("result")
-            if tagged:
-                result = decode_value(result)
             error_obj = _error_object(error) if error is not None else None
             features = plan.features(args, result, error_obj)
         duration = get("duration")
@@ -397,11 +400,12 @@ class Replayer:
             index=call.index,
             args_fp=args_fp,
             result_fp=result_fp,
-            error=None if error is None else _error_name(error),
+            error=failed if error is None else _error_name(error),
             cost=cost or None,
             start=float(ts) if ts is not None else state.clock.now,
             duration=float(duration) if isinstance(duration, _NUMBER) else None,
             features=features,
+            kind=call.kind,
         )
         run._complete(record)
 

@@ -318,7 +318,10 @@ class Run:
 
     # ------------------------------------------------------------------ used by guards
 
-    def _decide(self, plan: Plan, args_fp: bytes, arguments: Any) -> tuple[Call, Decision]:
+    def _decide(
+        self, plan: Plan, args_fp: bytes, arguments: Any, kind: str | None = None
+    ) -> tuple[Call, Decision]:
+        """Decide a call about to run; ``kind`` is given by replay when a trace recorded it."""
         with self._lock:
             if self._killed is not None:
                 call = Call(plan.name, self._attempts + 1, args_fp, arguments)
@@ -326,7 +329,9 @@ class Run:
             if plan.history_needed > self._capacity:
                 self._grow(plan.history_needed)
             self._attempts += 1
-            call = new_call(plan.name, self._attempts, args_fp, arguments)
+            call = new_call(
+                plan.name, self._attempts, args_fp, arguments, kind or plan.kind_of(arguments)
+            )
             if not plan.layers:
                 decision = new_decision("call", call.index)
             else:

@@ -48,6 +48,18 @@ class Settings:
         (), type="strs", origin="OpenFang/Hermes exempt_tools",
         doc="Layers a function is exempt from (for pollers: [\"dedup\", \"progress\"]).",
     )
+    kind: str = setting(
+        "auto", type="kind", origin="fuzeguard",
+        doc='What the tool does: "read", "search", "write", "poll", "exec", "model" or "other". '
+        'The layers judge progress by it (a poll waits, an identical write is a repeat whatever its '
+        'receipt). "auto": inferred from the name and, per call, from an action or shell command '
+        "argument.",
+    )
+    volatile: tuple[str, ...] = setting(
+        (), type="strs", origin="fuzeguard",
+        doc="More result keys (any depth, case-insensitive) whose values are volatile, added to "
+        "volatile_keys and to the built-in volatile names (ids, timestamps, durations, counters).",
+    )
     ignore_args: tuple[str, ...] = setting(
         (), type="strs", origin="fuzeguard",
         doc="Argument names left out of the fingerprint (passed through untouched).",

@@ -190,6 +190,10 @@ class TraceRecorder:
                 line["result"] = _result_value(result, s.trace_max_result_bytes, _redact_set(s))
         else:
             line["error"] = _error_text(error, s)
+        if error is None and record.error is not None:
+            line["failed"] = True  # the result reads as an error: replay knows without the result
+        if call.kind != plan.kind:
+            line["kind"] = call.kind  # refined from the arguments: replay knows without them
         if stream:
             line["stream"] = True
         line["args_fp"] = call.args_fp.hex()

@@ -11,8 +11,10 @@ Content of a result, as ``content_of`` extracts it once per call:
   lines, so reordering the items of a list of results adds nothing new), and ``key=value`` for
   numbers and booleans inside structures, so that a counter that moves is new content. Values of
   volatile keys (ids, timestamps...) are left out;
-* a result with fewer than ``MIN_WORDS`` words is an acknowledgement ("OK", "File written"): no
-  evidence either way (``NEUTRAL``), so that fifty writes answering "OK" are a batch, not a loop;
+* a result with no words at all (an empty output, a divider line), ``None`` or a boolean is no
+  evidence either way (``NEUTRAL``). Short answers ("OK", "No results found.") are content: whether
+  an "OK" is progress depends on the call (a write with new arguments: yes; a search: no), which
+  the layers judge;
 * a result with more than ``SMALL_TEXT`` characters of text is judged by its fingerprint only
   (``LARGE``): collecting its units would cost more than the window is worth, and near-copies of long
   texts are the semantic layer's job.
@@ -22,7 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Iterable, Mapping, Sequence, Set
+from collections.abc import Mapping, Sequence, Set
 from itertools import pairwise
 from typing import Any, Final
 
@@ -30,7 +32,6 @@ from fuzeguard._private.records import CallRecord
 from fuzeguard._private.settings import VOLATILE_KEYS
 
 SMALL_TEXT: Final = 4096
-MIN_WORDS: Final = 8
 NEUTRAL: Final = None
 LARGE: Final = "large"
 
@@ -80,8 +81,8 @@ def _content(result: Any, error: BaseException | None) -> frozenset[Any] | str |
     if type(result) is str and len(result) <= SMALL_TEXT and "\n" not in result:
         # The common case, a one-line text, without the walk.
         words = _WORD.findall(result)
-        if len(words) < MIN_WORDS:
-            return NEUTRAL
+        if len(words) < 2:
+            return frozenset(words) if words else NEUTRAL
         return frozenset(pairwise(words))
     units: set[Any] = set()
     words = [0, 0]  # words seen, characters seen
@@ -89,7 +90,7 @@ def _content(result: Any, error: BaseException | None) -> frozenset[Any] | str |
         _walk(result, None, units, words, 0)
     except _Budget:
         return LARGE
-    if words[0] < MIN_WORDS:
+    if not words[0] and not units:
         return NEUTRAL
     return frozenset(units)
 
@@ -167,26 +168,17 @@ def brought_nothing_new(
     return bool(seen) and content <= seen
 
 
-def all_stale(records: Sequence[CallRecord], key: str) -> bool:
-    """True if every record in ``records`` is covered by the others: together they brought no more
-    than any one of them. The newest is checked first, as it is the likeliest to be new."""
-    for i in range(len(records) - 1, -1, -1):
-        others = [r for j, r in enumerate(records) if j != i]
-        if not brought_nothing_new(records[i], others, key):
-            return False
-    return True
-
-
 def count_new(records: Sequence[CallRecord], key: str) -> int:
     """How many of ``records`` brought something the others did not have (neutral ones count as
-    new: no evidence is no accusation)."""
+    new: no evidence is no accusation; so does a write with arguments the others did not have)."""
     new = 0
     for i, record in enumerate(records):
         others = [r for j, r in enumerate(records) if j != i]
-        if not brought_nothing_new(record, others, key):
+        if (
+            record.kind == "write"
+            and record.error is None
+            and all((r.fn, r.args_fp) != (record.fn, record.args_fp) for r in others)
+        ) or not brought_nothing_new(record, others, key):
             new += 1
     return new
 
-
-def functions_of(records: Iterable[CallRecord]) -> set[str]:
-    return {r.fn for r in records}

@@ -3,8 +3,9 @@
 A→B→A→B… or A→B→C→A→B→C…: the count is split across names, so neither the per-function cap nor
 the identical-call check trips. This layer looks at the tail of the run's calls, the pending one
 included, over tool names and over full call fingerprints, for cycle lengths
-``cycle_min_length``..``cycle_max_length``. A cycle whose every step is one function is left to
-``dedup`` and ``iterations``, so the layers never report the same repeat twice.
+``cycle_min_length``..``cycle_max_length``. One function cycling through the same arguments
+(``read a``, ``read b``, ``read a``…) is a cycle of calls; one function called with ever new
+arguments is not a cycle at all (that is batch work, or the ``progress`` layer's to judge).
 """
 
 from __future__ import annotations
@@ -15,6 +16,13 @@ from typing import ClassVar
 
 from fuzeguard._private.layer import LayerSettings, RunView, setting
 from fuzeguard._private.records import Call, CallRecord, Detection
+from fuzeguard.layers._evidence import repeat_key
+
+# Cycles that wait on a poll, and cycles of calls whose arguments vary and whose results are
+# unknown (a tool-name log: batch work unless it runs away), are given laps as polls are: a
+# warning when lap WAIT_WARN_LAPS completes, a loop from lap WAIT_LOOP_LAPS on.
+WAIT_WARN_LAPS = 10
+WAIT_LOOP_LAPS = 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,12 +34,13 @@ class Cycle(LayerSettings):
     lap ``cycle_repeats + 1`` on is a loop (DeerFlow stops at the 4th). With the defaults a
     two-tool ping-pong is warned at its 6th call and stopped at its 8th.
 
-    Result-aware like ``dedup``: the laps after the first must have returned, step by step, results
-    already seen at the same step (volatile fields stripped). Unknown results (a replayed trace
-    without them, such as a tool-name log) are no evidence of progress and count as seen, as in
-    DeerFlow's name-only layer and in ``dedup``. An edit → test → edit → test alternation whose
-    test output changes is work, not a loop; alternation between two tools whose arguments vary but
-    whose results stopped changing is a loop.
+    Result-aware like ``dedup``: the laps after the first must have returned, step by step, the
+    same outcomes as the lap before (volatile parts stripped, failures alike, an identical write's
+    receipt ignored), and a write step whose arguments changed is progress. An edit → test → edit
+    → test alternation with new edits is work, not a loop; alternation between two tools whose
+    arguments vary but whose results stopped changing is a loop. A cycle that waits on a poll, or
+    whose arguments vary while no result is known (a tool-name log, as DeerFlow's name-only layer
+    sees it), is warned at lap 10 and a loop from lap 20.
     """
 
     name: ClassVar[str] = "cycle"
@@ -41,7 +50,7 @@ class Cycle(LayerSettings):
         doc="Shortest cycle looked for, in calls.",
     )
     cycle_max_length: int = setting(
-        4, type="int", minimum=2, maximum=16, origin="DeerFlow cycle layer (cycle_max_len)",
+        5, type="int", minimum=2, maximum=16, origin="DeerFlow cycle layer (cycle_max_len)",
         doc="Longest cycle looked for, in calls.",
     )
     cycle_repeats: int = setting(
@@ -77,7 +86,7 @@ class Cycle(LayerSettings):
 
     @property
     def history_needed(self) -> int:
-        return self.cycle_max_length * (self.cycle_repeats + 1)
+        return self.cycle_max_length * max(self.cycle_repeats + 1, WAIT_LOOP_LAPS)
 
     def check(self, run: RunView, call: Call) -> Detection | None:
         history = run.history
@@ -86,20 +95,18 @@ class Cycle(LayerSettings):
         if len(history) + 1 < self.cycle_min_length * fewest:
             return None
         # Cheap exit for the common case: a cycle of length L needs the pending call to repeat
-        # the one L back, the last completed call the one L before it, and two names in a lap.
+        # the one L back and the last completed call the one L before it, with two names in a
+        # lap or the very same calls.
         n, fn = len(history), call.fn
-        last = history[n - 1].fn
+        last = history[n - 1]
         for length in range(self.cycle_min_length, min(self.cycle_max_length, n - 1) + 1):
-            if history[n - length].fn != fn or history[n - 1 - length].fn != last:
+            back, before = history[n - length], history[n - 1 - length]
+            if back.fn != fn or before.fn != last.fn:
                 continue
-            if last != fn:
+            if back.args_fp == call.args_fp and before.args_fp == last.args_fp:
                 break
-            for j in range(2, length):
-                if history[n - j].fn != fn:
-                    break
-            else:
-                continue
-            break
+            if any(history[n - j].fn != fn for j in range(1, length)):
+                break
         else:
             return None
         # Look only as far back as the longest flaggable tail: cost is bounded by the settings.
@@ -113,22 +120,38 @@ class Cycle(LayerSettings):
             if span < 2 * length:
                 continue
             unit = names[-length:]
+            exact = _periodic_tail(calls, length)
             if len(set(unit)) < 2:
-                continue  # one function repeating: dedup's and iterations' business
+                # One function: a cycle only when it cycles through the same calls.
+                if exact < 2 * length or len(set(calls[-length:])) < 2:
+                    continue
+                span = exact
             if self.result_aware:
                 span = min(span, _unchanged_tail(records, length))
-            if span >= (self.cycle_repeats + 1) * length:
+            steps = records[len(records) - span + 1:]
+            waiting = call.kind == "poll" or any(r.kind == "poll" for r in steps[-length:])
+            blind = exact < span and all(r.result_fp is None for r in steps)
+            repeats, warn_at = self.cycle_repeats, warn
+            if waiting or blind:
+                repeats, warn_at = WAIT_LOOP_LAPS - 1, WAIT_WARN_LAPS
+            if span >= (repeats + 1) * length:
                 kind = "loop"
-            elif warn and span == warn * length:
+            elif warn_at and span == warn_at * length:
                 kind = "warning"
             else:
                 continue
-            exact = _periodic_tail(calls, length) >= span
-            return self._detection(call, unit, calls[-length:] if exact else None, span, kind)
+            shown = calls[-length:] if exact >= span else None
+            return self._detection(call, unit, shown, span, kind, repeats)
         return None
 
     def _detection(
-        self, call: Call, unit: list[str], exact: list[Hashable] | None, span: int, kind: str
+        self,
+        call: Call,
+        unit: list[str],
+        exact: list[Hashable] | None,
+        span: int,
+        kind: str,
+        repeats: int,
     ) -> Detection:
         length = len(unit)
         laps = span // length
@@ -149,7 +172,7 @@ class Cycle(LayerSettings):
             layer=self.name,
             fn=call.fn,
             count=laps,
-            threshold=self.cycle_repeats,
+            threshold=repeats,
             kind="loop" if kind == "loop" else "warning",
             pattern=_canonical(pattern_unit),
             message=message,
@@ -167,12 +190,16 @@ def _periodic_tail(keys: Sequence[Hashable], length: int) -> int:
 
 def _unchanged_tail(records: Sequence[CallRecord], length: int) -> int:
     """Calls at the end of the run (the pending one included) whose laps repeat the previous lap's
-    results step by step. An unknown result is no evidence of change."""
+    outcomes step by step (``_evidence.repeat_key``); a write step with new arguments is a change.
+    An unknown outcome is no evidence of change."""
     n = len(records)
     i = n - 1
     while i >= length:
-        fp, before = records[i].result_fp, records[i - length].result_fp
-        if fp is not None and before is not None and fp != before:
+        record, before = records[i], records[i - length]
+        if record.kind == "write" and record.error is None and record.args_fp != before.args_fp:
+            break
+        key, before_key = repeat_key(record), repeat_key(before)
+        if key is not None and before_key is not None and key != before_key:
             break
         i -= 1
     return n - i + length

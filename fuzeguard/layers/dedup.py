@@ -1,18 +1,24 @@
 """Layer 2, ``dedup``: the same call with the same arguments, again and again (Fuze layer 2).
 
 Result-aware by default: a repeat whose previous identical call brought a new result is progress
-(polling a status that changes, re-running tests after an edit), not a loop; so is a repeat made
-after some other call brought a result not seen before (``sleep(5)`` between polls whose answer
-moves, listing a directory again between reads of new files).
+(polling a status that changes, re-running tests after an edit), not a loop. Only sustained
+repetition counts: an identical call that recurs after other work (``git status`` between reads of
+different files, ``sleep(5)`` between polls whose answer moves, listing a directory again between
+reads of new files) starts its count afresh. Polls wait before they loop: an unchanged answer to
+an identical poll is warned at the 10th poll and a loop at the 20th (``poll_warn_threshold``,
+``poll_threshold``). Failures are all alike, and an identical write is a repeat whatever receipt it
+got (``fuzeguard.layers._evidence``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
 from fuzeguard._private.layer import LayerSettings, RunView, setting
-from fuzeguard._private.records import Call, Detection, Kind
+from fuzeguard._private.records import Call, CallRecord, Detection, Kind
+from fuzeguard.layers._evidence import FAILED, novelty, repeat_key
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +52,21 @@ class Dedup(LayerSettings):
         origin="OpenFang/Hermes loop guard",
         doc="The identical call that reaches this count gets a warning only (0: no early warning).",
     )
+    poll_threshold: int = setting(
+        19,
+        type="int",
+        minimum=1,
+        origin="OpenClaw known-poll rule (polls wait; a loop from the 20th unchanged poll)",
+        doc="Identical polls (kind poll) with an unchanged answer allowed; the next one is a loop.",
+    )
+    poll_warn_threshold: int = setting(
+        10,
+        type="int",
+        minimum=0,
+        origin="OpenClaw known-poll rule (warn from the 10th unchanged poll)",
+        doc="The identical poll with an unchanged answer that reaches this count gets a warning "
+        "only (0: no early warning).",
+    )
     result_aware: bool = setting(
         True,
         type="bool",
@@ -60,81 +81,116 @@ class Dedup(LayerSettings):
                 f"({self.repeat_threshold}): the warning would never come before the loop; "
                 "lower it or set it to 0"
             )
+        if self.poll_warn_threshold > self.poll_threshold:
+            raise ValueError(
+                f"poll_warn_threshold ({self.poll_warn_threshold}) is above poll_threshold "
+                f"({self.poll_threshold}): the warning would never come before the loop; "
+                "lower it or set it to 0"
+            )
 
     @property
     def history_needed(self) -> int:
-        return self.window_size
+        return max(self.window_size, self._poll_window)
+
+    @property
+    def _poll_window(self) -> int:
+        # Room for every poll up to the loop with a wait (a sleep, a log read) between each two.
+        return 2 * (self.poll_threshold + 1)
 
     def check(self, run: RunView, call: Call) -> Detection | None:
         same = run.same_args(call.args_fp)
         if not same:
             return None
-        oldest = call.index - self.window_size
-        count = 1
-        streak_fp: bytes | None = None
+        if call.kind == "poll":
+            threshold, warn, window = self.poll_threshold, self.poll_warn_threshold, self._poll_window
+        else:
+            threshold, warn, window = self.repeat_threshold, self.repeat_warn_threshold, self.window_size
+        first = warn if warn else threshold + 1
+        oldest = call.index - window
+        if first > 1 and (len(same) + 1 < first or same[-(first - 1)].index <= oldest):
+            return None  # too few identical calls in the window to flag anything (the common case)
+        streak: list[CallRecord] = []
+        streak_key: object = None
         all_same = True
         for record in reversed(same):
             if record.index <= oldest:
                 break
-            fp = record.result_fp
-            if fp is not None:
-                if streak_fp is None:
-                    streak_fp = fp
-                elif fp != streak_fp:
+            key = repeat_key(record)
+            if key is not None:
+                if streak_key is None:
+                    streak_key = key
+                elif key != streak_key:
                     if self.result_aware:
                         break
                     all_same = False
-            count += 1
+            streak.append(record)
+        if self.result_aware:
+            streak = _sustained(run.history, streak, call)
+        count = len(streak) + 1
         kind: Kind
-        if count > self.repeat_threshold:
+        if count > threshold:
             kind = "loop"
-        elif self.repeat_warn_threshold and count >= self.repeat_warn_threshold:
+        elif warn and count >= warn:
             kind = "warning"
         else:
             return None
-        if self.result_aware and _progress_between(run, same[-1].index, call.index, call.args_fp):
-            return None
-        got = " and got the same result each time" if streak_fp is not None and all_same else ""
-        if kind == "loop":
-            advice = "Try different arguments or another tool."
-            message = f"You called `{call.fn}` with the same arguments {count} times{got}. {advice}"
-        else:
-            message = (
-                f"You are calling `{call.fn}` with the same arguments for the {_ordinal(count)} "
-                f"time{got}. Repeating it will not help: change the arguments or try another tool."
-            )
         return Detection(
             layer=self.name,
             fn=call.fn,
             count=count,
-            threshold=self.repeat_threshold,
+            threshold=threshold,
             kind=kind,
             pattern=call.args_fp,
-            message=message,
+            message=_message(call, count, kind, streak_key if all_same else None),
         )
 
 
-def _progress_between(run: RunView, after: int, before: int, args_fp: bytes) -> bool:
-    """Whether a call made since the last identical call brought a result not seen earlier in the
-    history: the run moved on in between (``sleep(5)`` between polls of a status that changes,
-    listing a directory again between reads of different files), so this repeat is pacing, not a
-    loop. Only the latest gap counts: on a loop's first lap everything is new, and that must not
-    excuse the laps that follow. Only consulted when dedup would otherwise fire.
-    """
-    seen: set[bytes] = set()
-    for record in run.history:
-        fp = record.result_fp
-        if fp is None:
-            continue
-        if (
-            after < record.index < before
-            and fp not in seen
-            and record.args_fp != args_fp
-            and not record.error
-        ):
-            return True
-        seen.add(fp)
-    return False
+def _sustained(
+    history: Sequence[CallRecord], streak: list[CallRecord], call: Call
+) -> list[CallRecord]:
+    """The part of ``streak`` (newest first) not separated from the pending call by other work:
+    a call in between that brought something new (see ``_evidence.novelty``). Repeats that recur
+    after other work are bookkeeping or pacing, not a loop."""
+    if not streak:
+        return streak
+    oldest = streak[-1].index
+    work = [
+        record.index
+        for record, new in zip(history, novelty(history), strict=True)
+        if new and record.index > oldest and record.args_fp != call.args_fp
+    ]
+    if not work:
+        return streak
+    latest_work = work[-1]
+    return [record for record in streak if record.index > latest_work]
+
+
+def _message(call: Call, count: int, kind: str, key: object) -> str:
+    if call.kind == "poll":
+        if kind == "loop":
+            return (
+                f"You have polled `{call.fn}` {count} times and the answer has not changed. "
+                "Stop waiting on it: report the situation or try another way to make progress."
+            )
+        return (
+            f"You have polled `{call.fn}` {count} times with the same answer. Wait longer between "
+            "polls, or check whether what you are waiting for can still happen."
+        )
+    if key == FAILED:
+        got = " and it failed each time"
+    elif key is not None:
+        got = " and got the same result each time"
+    else:
+        got = ""
+    if kind == "loop":
+        return (
+            f"You called `{call.fn}` with the same arguments {count} times{got}. "
+            "Try different arguments or another tool."
+        )
+    return (
+        f"You are calling `{call.fn}` with the same arguments for the {_ordinal(count)} "
+        f"time{got}. Repeating it will not help: change the arguments or try another tool."
+    )
 
 
 def _ordinal(n: int) -> str:

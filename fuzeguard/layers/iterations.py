@@ -1,12 +1,12 @@
 """Layer 1, ``iterations``: a cap on how often one function may run in a run (Fuze layer 1).
 
-Result-aware by default: a function whose recent calls keep doing something new (a batch over 50
-distinct files, paging through a long document, writes each acknowledged "OK") is doing work, and
-is not held to the cap. Calls that repeat themselves with the same result, fail, return nothing
-(``None``) or whose result is unknown (recursion: the outer calls have not returned yet; a replayed
-trace without results) earn no such credit, so the Fuze cap still stops them at call 26.
-Different-inputs-same-output loops are the ``progress`` layer's to catch. ``result_aware = false``
-makes the cap absolute, exactly as in Fuze.
+A ``max_iterations`` you write (fuze.toml, ``[functions.NAME]``, ``run(...)``, ``guard(...)``) is an
+absolute cap, exactly as in Fuze. Left unset, the built-in cap of 25 adapts to the work: a
+function whose recent calls keep doing something new (a batch over 50 distinct files, an agent
+whose one ``bash`` tool carries the whole run) is not held to it. Calls that repeat themselves with
+the same outcome, or whose outcome is unknown while their arguments repeat, earn no such credit;
+nor do calls that never complete (unbounded recursion), so the cap still stops those at call 26.
+``fuze check`` says which cap is in force.
 """
 
 from __future__ import annotations
@@ -14,41 +14,43 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from fuzeguard._private.fingerprint import fingerprint
 from fuzeguard._private.layer import LayerSettings, RunView, Section, setting
 from fuzeguard._private.records import Call, Detection
 
+#: The built-in cap, when ``max_iterations`` is not set (Fuze's default).
+DEFAULT_CAP = 25
 # Share of a function's recent calls that must have been fresh (see Iterations) for the function to
-# count as productive; a few repeats (two empty files in a batch) do not take the credit away, a
-# stuck function loses it quickly.
-PRODUCTIVE_SHARE = 0.75
+# count as productive: a function that does something new at least every other call is working;
+# a stuck one, whose calls repeat, loses the credit quickly.
+PRODUCTIVE_SHARE = 0.5
 MIN_EVIDENCE = 4
-# The waiver looks at most this many recent calls, so a huge max_iterations never grows history.
+# The waiver looks at most this many recent calls, so memory does not grow with the run.
 WAIVER_WINDOW = 64
-_NONE_FP = fingerprint(None)
 
 
 @dataclass(frozen=True, slots=True)
 class Iterations(LayerSettings):
     """Flag the call that would run a function more than ``max_iterations`` times in one run.
 
-    Catches simple infinite loops and unbounded recursion whatever their arguments. With
-    ``result_aware`` (the default), the cap is waived while at least three quarters (and at least
-    four) of the function's calls among the run's last ``max_iterations`` calls (64 at most) were
-    fresh: they returned a known result other than an error or ``None``, and their arguments or
-    their result were new to the function in that window.
+    Catches simple infinite loops and unbounded recursion whatever their arguments. When
+    ``max_iterations`` is not set, the cap is 25 and, with ``result_aware`` (the default), it is
+    waived while at least half (and at least four) of the function's calls among the run's last
+    64 calls were fresh: their arguments were new to the function in that window, or their
+    (known) result was. A failing call with new arguments is exploration, so it is fresh too.
     """
 
     name: ClassVar[str] = "iterations"
     section: ClassVar[Section] = "defaults"
 
-    max_iterations: int = setting(
-        25,
+    max_iterations: int | None = setting(
+        None,
         type="int",
         minimum=1,
-        origin="Fuze layer 1",
-        doc="How many times one function may run in one run; the next call is a loop (calls that "
-        "keep bringing new results are exempt while result_aware is on).",
+        optional=True,
+        origin="Fuze layer 1 (25)",
+        doc="How many times one function may run in one run; the next call is a loop. A number "
+        "you set is an absolute cap, as in Fuze. Not set: 25, waived while the function's calls "
+        "keep doing something new (new arguments or new results) and result_aware is on.",
     )
     result_aware: bool = setting(
         True,
@@ -56,51 +58,51 @@ class Iterations(LayerSettings):
         origin="fuzeguard",
         section="loop_detection",
         doc="Judge repeats by their results: a repeat whose result changed is progress (dedup, "
-        "cycle), and a function whose calls keep returning new results is not held to "
-        "max_iterations (false: plain Fuze counting).",
+        "cycle), and a function whose calls keep doing something new is not held to the built-in "
+        "iteration cap (false: plain Fuze counting).",
     )
 
     @property
+    def adaptive(self) -> bool:
+        """Whether the cap in force is the built-in one that productive work is exempt from."""
+        return self.max_iterations is None and self.result_aware
+
+    @property
     def history_needed(self) -> int:
-        return min(self.max_iterations, WAIVER_WINDOW) if self.result_aware else 0
+        return WAIVER_WINDOW if self.adaptive else 0
 
     def check(self, run: RunView, call: Call) -> Detection | None:
+        cap = DEFAULT_CAP if self.max_iterations is None else self.max_iterations
         count = run.calls_of(call.fn) + 1
-        if count <= self.max_iterations:
+        if count <= cap:
             return None
-        if self.result_aware and self._productive(run, call.fn):
+        if self.adaptive and self._productive(run, call.fn):
             return None
         return Detection(
             layer=self.name,
             fn=call.fn,
             count=count,
-            threshold=self.max_iterations,
+            threshold=cap,
             pattern=call.fn,
             message=(
                 f"You have already called `{call.fn}` {count - 1} times in this task, its limit "
-                f"({self.max_iterations}). Stop calling it: use what you have, or try another approach."
+                f"({cap}). Stop calling it: use what you have, or try another approach."
             ),
         )
 
     def _productive(self, run: RunView, fn: str) -> bool:
-        """Whether ``fn``'s calls in the recent window mostly brought results new to it."""
+        """Whether ``fn``'s calls in the recent window mostly did something new to it."""
         history = run.history
         seen_args: set[bytes] = set()
         seen_results: set[bytes] = set()
         total = fresh = 0
-        start = max(0, len(history) - min(self.max_iterations, WAIVER_WINDOW))
-        for i in range(start, len(history)):
+        for i in range(max(0, len(history) - WAIVER_WINDOW), len(history)):
             record = history[i]
             if record.fn != fn:
                 continue
             total += 1
             fp = record.result_fp
-            if (
-                fp is not None
-                and record.error is None
-                and fp != _NONE_FP
-                and (record.args_fp not in seen_args or fp not in seen_results)
-            ):
+            if record.args_fp not in seen_args or (fp is not None and fp not in seen_results):
                 fresh += 1
             seen_args.add(record.args_fp)
             if fp is not None:

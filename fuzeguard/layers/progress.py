@@ -2,8 +2,8 @@
 
 "If the last N calls produced no new tokens or identical results, the agent is stuck." Each
 completed call's outcome is reduced once to its content (see ``fuzeguard.layers._content``); before a
-call, the layer asks whether the last ``progress_window`` calls brought anything that the others in
-that window did not already have.
+call, the layer counts how many calls in a row, up to the latest, brought nothing that the calls
+before them had not already brought.
 """
 
 from __future__ import annotations
@@ -13,59 +13,57 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from fuzeguard._private.layer import LayerSettings, RunView, setting
-from fuzeguard._private.records import Call, CallRecord, Detection
-from fuzeguard.layers._content import NEUTRAL, all_stale, brought_nothing_new, content_of
+from fuzeguard._private.records import Call, Detection
+from fuzeguard.layers._content import NEUTRAL, brought_nothing_new, content_of
 
 
 @dataclass(frozen=True, slots=True)
 class Progress(LayerSettings):
-    """Flag a call when the calls before it keep returning what the window already had.
+    """Flag a call when the calls before it keep returning what the run already had.
 
-    A call brought nothing new when its result fingerprint (volatile fields stripped) equals another
-    one in the window, or when every content unit of its result appears in the other results of the
-    window; errors are results too, compared by class and message template, so the same error with
-    varied inputs, or two errors in turn, are stuck work. Short acknowledgements ("OK") are no
-    evidence either way, so a window holding one is never flagged.
+    A completed call is *stale* when it brought nothing new against the calls before it: its result
+    fingerprint (volatile parts out) is among theirs, or every content unit of its result (word
+    pairs, ``key=value`` of numbers) appears in theirs. Errors are results too, compared by class
+    and message with volatile parts masked, so the same error from varied inputs is stale. A call
+    is never stale when its outcome is unknown, when it polls (waiting is ``dedup``'s to judge),
+    when it is a write with new arguments (an "OK" from a write is progress), or when its result
+    has no words at all (an empty output, a divider). Short answers count: "No results found." to a
+    new query is stale the second time.
 
-    The call after ``progress_window`` such calls gets a warning; if the window one call earlier
-    was stuck as well, it is a loop (evidence that persists, so a coincidence only warns). The call
-    after ``progress_warn_window`` such calls gets an early warning (the third occurrence of the
-    same error, as OpenFang and Hermes warn; ``0`` turns it off). With the defaults: the same error
-    from varied inputs is warned after its 3rd occurrence and stopped after its 5th; two outputs
-    in turn are warned at the 5th call and stopped at the 6th. Only a call to one of the functions
-    in the window is flagged (an agent that switches tools is trying something else), and a window
-    made only of exact repeats is left to ``dedup`` and ``cycle``.
+    With ``progress_window`` stale calls in a row (the newest one included) the next call gets a
+    warning; with twice as many it is a loop. With the defaults, a search that keeps answering "No
+    results found." to new queries is warned at the 6th call and stopped at the 10th, while four
+    empty searches before one that finds something stay quiet. A write that fails the same way
+    ``progress_warn_window`` times in a row with different arguments (a message that cannot be
+    delivered to anyone) is warned at once. Only a call to one of the functions in the stale run
+    is flagged (an agent that switches tools is trying something else), and a run of calls made
+    only of exact repeats is left to ``dedup`` and ``cycle``.
     """
 
     name: ClassVar[str] = "progress"
 
     progress_window: int = setting(
         4, type="int", minimum=2, origin="Fuze layer 4",
-        doc="Completed calls that must all bring nothing new before the next call is flagged "
-        "(a loop when the window before was stuck too).",
+        doc="Calls in a row that bring nothing new before the next call gets a warning; twice as "
+        "many make it a loop.",
     )
     progress_warn_window: int = setting(
-        3, type="int", minimum=0, origin="OpenFang/Hermes loop guard (warn at 3)",
-        doc="Completed calls that bring nothing new before the next call gets a warning "
-        "(0: no early warning).",
+        2, type="int", minimum=0, origin="Hermes loop guard (non-tolerant tools halt on a "
+        "repeated failure)",
+        doc="Failures in a row of a write, the same way with different arguments, before the next "
+        "call gets a warning (0: no early warning).",
     )
 
     def __post_init__(self) -> None:
-        if self.progress_warn_window > self.progress_window:
-            raise ValueError(
-                f"progress_warn_window ({self.progress_warn_window}) is above progress_window "
-                f"({self.progress_window}): the warning would never come before the loop; lower "
-                "it or set it to 0"
-            )
         if self.progress_warn_window == 1:
             raise ValueError(
-                "progress_warn_window = 1 would warn after every call (one result always repeats "
-                "itself); use 2 or more, or 0 for no early warning"
+                "progress_warn_window = 1 would warn after every failed write; use 2 or more, or 0 "
+                "for no early warning"
             )
 
     @property
     def history_needed(self) -> int:
-        return self.progress_window + 1
+        return 4 * self.progress_window + 1
 
     def observe_result(self, result: Any, error: BaseException | None) -> Any:
         """Keep the content of each result (bounded: small texts only) for later checks."""
@@ -73,34 +71,51 @@ class Progress(LayerSettings):
 
     def check(self, run: RunView, call: Call) -> Detection | None:
         history = run.history
-        size, warn = self.progress_window, self.progress_warn_window
-        if len(history) < (min(size, warn) if warn else size):
+        n = len(history)
+        if n < 2:
             return None
-        latest = history[-1]
-        if latest.features.get(self.name) is NEUTRAL or latest.result_fp is None:
-            return None  # an acknowledgement or an unknown outcome is no evidence
-        tail = list(history)[-(size + 1):]
-        # Every window ends with the latest call, and fewer others cover less: if it brought
-        # something new against the largest window, no window can be flagged (the common case).
-        if not brought_nothing_new(latest, tail[-size - 1:-1], self.name):
+        size = self.progress_window
+        lookback = 2 * size
+        # Cheap exit: the latest call brought something new (the common case).
+        if not self._stale(history, n - 1, lookback):
             return None
-        window = tail[-size:]
-        if len(window) == size and self._stuck(call, window):
-            earlier = tail[:-1]
-            if len(earlier) == size and self._stuck(call, earlier):
-                return self._detection(call, window, "loop")
-            return self._detection(call, window, "warning")
-        if warn and self._stuck(call, tail[-warn:]):
-            return self._detection(call, tail[-warn:], "warning")
+        stale = [history[n - 1]]
+        for i in range(n - 2, max(n - 2 * size, 0) - 1, -1):
+            if not self._stale(history, i, lookback):
+                break
+            stale.append(history[i])
+        stale.reverse()
+        if call.fn not in {r.fn for r in stale}:
+            return None
+        counts = Counter((r.fn, r.args_fp) for r in stale)
+        if min(counts.values()) > 1:
+            return None  # only exact repeats: dedup's and cycle's business, never reported twice
+        if len(stale) >= 2 * size:
+            return self._detection(call, stale, "loop")
+        if len(stale) >= size:
+            return self._detection(call, stale, "warning")
+        warn = self.progress_warn_window
+        if warn and call.kind == "write":
+            failed = [history[i] for i in range(max(0, n - warn), n)]
+            if (
+                len(failed) == warn
+                and all(r.kind == "write" and r.error is not None for r in failed)
+                and len({r.result_fp for r in failed}) == 1
+                and len({r.args_fp for r in failed}) == warn
+            ):
+                return self._detection(call, failed, "warning")
         return None
 
-    def _stuck(self, call: Call, window: list[CallRecord]) -> bool:
-        if call.fn not in {r.fn for r in window}:
+    def _stale(self, history: Any, i: int, lookback: int) -> bool:
+        record = history[i]
+        if record.kind == "poll" or record.features.get(self.name) is NEUTRAL:
             return False
-        counts = Counter((r.fn, r.args_fp) for r in window)
-        if min(counts.values()) > 1:
-            return False  # only exact repeats: dedup's and cycle's business, never reported twice
-        return all_stale(window, self.name)
+        earlier = [history[j] for j in range(max(0, i - lookback), i)]
+        if record.kind == "write" and record.error is None:
+            key = (record.fn, record.args_fp)
+            if all((r.fn, r.args_fp) != key for r in earlier):
+                return False  # a write with new arguments changed something, whatever it answered
+        return brought_nothing_new(record, earlier, self.name)
 
     def _detection(self, call: Call, window: list[Any], kind: str) -> Detection:
         names = sorted({r.fn for r in window})

@@ -1,0 +1,101 @@
+"""What a tool is: ``read``, ``search``, ``write``, ``poll``, ``exec`` or ``model`` (or ``other``).
+
+The layers judge "no progress" differently by kind: a poll whose answer does not change is waiting,
+not looping, for a while; a short acknowledgement is progress for a write with new arguments but
+not for a search; the same content written again is a loop even when every receipt is new.
+
+A function's kind is declared with ``kind = "poll"`` (``[functions.NAME]`` or ``guard(kind=...)``);
+left at ``"auto"``, it is inferred from the function's name and, for tools that take an ``action``
+or a shell ``command``, from that argument on each call (``process(action="poll")``,
+``bash(command="kubectl get pods --watch")``). Inference only ever picks a kind; a declared kind is
+used as it is.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any, Final, Literal
+
+Kind = Literal["read", "search", "write", "poll", "exec", "model", "other"]
+KINDS: Final = ("read", "search", "write", "poll", "exec", "model", "other")
+AUTO: Final = "auto"
+
+# Name words, by the kind they suggest. A name's first word decides when it is a verb of a known
+# kind ("update_status" writes); otherwise poll words win ("get_status" polls), then the first
+# word of any kind.
+_WORDS: Final[dict[str, Kind]] = {}
+for _kind, _words in (
+    ("model", "output outputs generate generation completion chat llm model respond reply "
+              "answer think thought"),
+    ("poll", "poll polling status wait await health healthcheck heartbeat ping progress watch "
+             "sleep"),
+    ("write", "write edit patch create update insert replace delete remove rm send post put save "
+              "set submit commit append upload apply move rename mkdir notify email publish "
+              "deploy modify add message"),
+    ("search", "search find grep glob query lookup locate retrieve rg seek"),
+    ("read", "read open get fetch view cat list ls show load download describe scroll goto "
+             "browse head tail inspect scan"),
+    ("exec", "bash shell sh zsh exec execute run terminal command cmd python ipython code javac "
+             "java mvn gradle npm node make pytest test script cell jupyter console powershell"),
+):
+    for _w in _words.split():
+        _WORDS.setdefault(_w, _kind)  # type: ignore[arg-type]
+
+# Verbs with effects decide a name on their own: "update_status" writes, "run_status" runs.
+_VERB_KINDS: Final = frozenset({"write", "exec"})
+_SPLIT = re.compile(r"[^A-Za-z0-9]+|(?<=[a-z0-9])(?=[A-Z])")
+
+# Arguments that say what a multi-purpose tool does on this call.
+_ACTION_ARGS: Final = ("action", "operation", "op", "method", "mode", "verb")
+_COMMAND_ARGS: Final = ("command", "cmd", "commands", "script", "input")
+# A shell command that waits on something: a status check, a process list, a job queue, a sleep.
+_POLL_COMMAND = re.compile(
+    r"(?:^|[\s;&|(])(?:sleep|watch|squeue|qstat|jobs|top|ps)(?=$|[\s;&|)])"
+    r"|(?:^|[\s/_.-])(?:status|poll|health|healthz|progress|wait)(?=$|[\s/_.?&=-])",
+    re.IGNORECASE,
+)
+
+
+def words(name: str) -> list[str]:
+    """The lower-case words of a function name: ``searchDir`` and ``search_dir`` give the same."""
+    return [w.lower() for w in _SPLIT.split(name) if w]
+
+
+def infer_kind(name: str) -> Kind:
+    """The kind a function's name suggests (``other`` when it suggests none)."""
+    if name.startswith("__output"):
+        return "model"
+    parts = words(name)
+    found = [_WORDS[w] for w in parts if w in _WORDS]
+    if not found:
+        return "other"
+    if found[0] in _VERB_KINDS and parts[0] in _WORDS:
+        return found[0]
+    if "poll" in found:
+        return "poll"
+    return found[0]
+
+
+def call_kind(kind: Kind, arguments: Mapping[str, Any]) -> Kind:
+    """Refine an inferred kind with what one call's arguments say it does.
+
+    ``message(action="send")`` writes and ``process(action="poll")`` polls; a shell command that
+    checks a status, lists processes or sleeps is a poll.
+    """
+    for key in _ACTION_ARGS:
+        value = arguments.get(key)
+        if type(value) is str and value:
+            found = infer_kind(value)
+            if found != "other":
+                return found
+            break
+    if kind == "exec" or kind == "other":
+        for key in _COMMAND_ARGS:
+            value = arguments.get(key)
+            if type(value) is str:
+                if _POLL_COMMAND.search(value[:500]):
+                    return "poll"
+                break
+    return kind
+

@@ -1,0 +1,217 @@
+"""What a call's outcome means, computed once per call for every layer: its skeleton and whether
+it failed.
+
+"Progress" is a change in meaning, not in bytes. The *skeleton* of a result is the result with its
+volatile parts taken out, so that two results that differ only in them fingerprint alike:
+
+* in structures (and in JSON held in strings, at any depth, as MCP ``content`` blocks carry it):
+  keys whose name says they are volatile (``id``, ``*_id``, ``uuid``, ``*_at``, ``timestamp``,
+  ``duration*``, ``elapsed*``, ``*_ms``, ``pid``, ``cwd``, ``execution_count``, ``attempt``,
+  ``revision`` ...; camelCase names too) are left out, and values shaped like a uuid, a hex digest
+  or a timestamp are masked whatever their key;
+* in text: uuids, hex digests and addresses, timestamps and clock times, durations (``0.52s``,
+  ``120 ms``), pids, temporary directories, counters named as such (``attempt 3``, ``revision 7``,
+  ``In [12]``, ``id=4``) and a shell's ``line N:`` prefix are masked.
+
+Other numbers are kept: a status moving from 12% to 40% is progress, and so is a test run whose
+count of failures changes.
+
+A result *fails* when the tool raised, and also when it reads as an error without raising: a text
+whose first line, or one of its last three, is a traceback, ``SomethingError: ...``, ``error: ...``, ``fatal: ...``,
+``command not found`` or ``No such file or directory``; a mapping with a non-empty ``error``, a
+``status`` of ``"error"``/``"failed"``, ``ok``/``success`` false, or MCP's ``isError``. Errors
+are compared by what was tried: the same call failing again is a repeat, however the message drifts.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from typing import Any, Final
+
+from fuzeguard._private.fingerprint import fingerprint
+
+#: The label recorded as ``CallRecord.error`` for a result that reads as an error.
+TEXT_ERROR: Final = "ErrorResult"
+
+_MAX_JSON_TEXT: Final = 1 << 20
+_MAX_DEPTH: Final = 32
+_SPLIT = re.compile(r"[^A-Za-z0-9]+|(?<=[a-z0-9])(?=[A-Z])")
+
+# Volatile key names, compared after splitting camelCase and separators into words.
+_VOLATILE_WORDS: Final = frozenset(
+    {
+        "id", "ids", "uuid", "guid", "uid", "nonce", "etag", "pid", "ppid", "cwd", "pwd",
+        "timestamp", "ts", "time", "created", "updated", "modified", "expires", "date",
+        "duration", "elapsed", "latency", "took", "runtime", "uptime",
+        "attempt", "attempts", "retry", "retries", "revision", "rev", "seq", "sequence",
+    }
+)
+_VOLATILE_LAST: Final = frozenset(
+    {"id", "ids", "uuid", "at", "ts", "ms", "seconds", "secs", "sec", "ns", "us", "time",
+     "timestamp"}
+)
+_VOLATILE_FIRST: Final = frozenset({"duration", "elapsed", "latency", "execution", "exec", "working"})
+# Keys that end like a volatile one but carry meaning.
+_KEEP_WORDS: Final = frozenset({"exit", "status", "return", "error", "result", "failure", "line"})
+
+_TEXT_MASK = re.compile(
+    r"""
+      \b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b   # uuid
+    | \b0x[0-9a-fA-F]{4,}\b                                                           # address
+    | \b[0-9a-fA-F]{7,}\b                                   # digest (if it has a digit and a letter)
+    | \b\d{4}-\d\d-\d\d(?:[T\s]\d\d:\d\d(?::\d\d(?:[.,]\d+)?)?(?:Z|[+-]\d\d:?\d\d)?)?\b  # date
+    | \b\d\d?:\d\d:\d\d(?:[.,]\d+)?\b                                                  # clock
+    | \b\d+(?:\.\d+)?\s?(?:ms|msec|milliseconds?|s|secs?|seconds?|µs|us|ns|min|minutes?)\b # duration
+    | \b(?:[Pp]id|PID|[Pp]rocess|[Aa]ttempt|[Tt]ry|[Rr]etry|[Rr]evision|[Rr]ev|[Ee]xecution
+        |[Ii]teration|[Rr]un|[Jj]ob|[Rr]equest|[Ss]ession|[Cc]onversation|[Bb]uild)
+        \s?[#:=]?\s?\d+                                                               # counters
+    | (?:\b|(?<=[_a-z]))(?:id|ID|Id)\s?[=:]\s?["']?[\w.-]+                             # id=...
+    | (?:In|Out|Cell\ In)\s?\[\d+\]                                                    # notebook
+    | (?m:^(?:[\w./-]+:\ )?line\ \d+:)                                                 # sh line
+    | /(?:tmp|var/folders)/[^\s'"/:]*\d[^\s'"/:]*                                    # temp dir
+    | \b1[5-9]\d{8}(?:\d{3})?\b                                                        # epoch
+    """,
+    re.VERBOSE,
+)
+# Long texts are masked at both ends, where tools print timings, ids and counters; the middle of a
+# long text is compared as it is (masking all of it would cost more than the call is worth).
+_MASK_WHOLE: Final = 16384
+_MASK_ENDS: Final = 8192
+_VALUE_MASK = re.compile(
+    r"""\A(?:[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}
+    | (?=[0-9a-fA-F]*[0-9])(?=[0-9a-fA-F]*[a-fA-F])[0-9a-fA-F]{16,}
+    | \d{4}-\d\d-\d\d[T\s]\d\d:\d\d(?::\d\d(?:[.,]\d+)?)?(?:Z|[+-]\d\d:?\d\d)?)\Z""",
+    re.VERBOSE,
+)
+_ERROR_LINE = re.compile(
+    r"""\A\s*(?:Traceback\ \(most\ recent\ call\ last\)
+    | [A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b(?::|\Z)
+    | (?i:error|fatal|exception)\b\s*[:!\]]
+    | \[?(?i:error)\]
+    | .{0,200}?(?:command\ not\ found|No\ such\ file\ or\ directory|Permission\ denied
+        |is\ not\ recognized\ as\ an\ internal\ or\ external\ command))""",
+    re.VERBOSE,
+)
+_FAILED_STATUS: Final = frozenset({"error", "failed", "failure", "fail", "errored", "exception"})
+
+
+def is_volatile_key(key: str, extra: frozenset[str]) -> bool:
+    """Whether a result key names a volatile value (``requestId``, ``duration_ms``, ``cwd``...)."""
+    low = key.lower()
+    if low in extra:
+        return True
+    parts = [w.lower() for w in _SPLIT.split(key) if w]
+    if not parts:
+        return False
+    if len(parts) == 1:
+        return parts[0] in _VOLATILE_WORDS
+    if parts[0] in _KEEP_WORDS or parts[-1] in _KEEP_WORDS:
+        return False
+    return parts[-1] in _VOLATILE_LAST or parts[0] in _VOLATILE_FIRST or low in _VOLATILE_WORDS
+
+
+def _mask(match: re.Match[str]) -> str:
+    token = match.group()
+    if token.isalnum() and (token.isdigit() or token.isalpha()):
+        return token  # a plain number or word that happens to be hex-shaped ("defaced")
+    return "_"
+
+
+def mask_text(text: str) -> str:
+    """``text`` with its volatile tokens replaced by ``_`` (at both ends only, for a long text)."""
+    if len(text) <= _MASK_WHOLE:
+        return _TEXT_MASK.sub(_mask, text)
+    head, tail = text[:_MASK_ENDS], text[-_MASK_ENDS:]
+    return _TEXT_MASK.sub(_mask, head) + text[_MASK_ENDS:-_MASK_ENDS] + _TEXT_MASK.sub(_mask, tail)
+
+
+def skeleton(value: Any, extra: frozenset[str] = frozenset(), depth: int = 0) -> Any:
+    """``value`` with volatile keys left out and volatile tokens masked (see the module doc).
+
+    Plain data only is rebuilt (dicts, lists, tuples, strings); anything else is returned as it is
+    and fingerprinted by the usual encoding. Never raises for plain data.
+    """
+    t = type(value)
+    if t is str:
+        return _skeleton_text(value, extra, depth)
+    if depth >= _MAX_DEPTH:
+        return value
+    if t is dict:
+        out = {}
+        for k, v in value.items():
+            if type(k) is str and is_volatile_key(k, extra):
+                continue
+            out[k] = skeleton(v, extra, depth + 1)
+        return out
+    if t is list or t is tuple:
+        return [skeleton(v, extra, depth + 1) for v in value]
+    return value
+
+
+def _skeleton_text(text: str, extra: frozenset[str], depth: int) -> Any:
+    head = text[:1] if text[:1] in "{[" else text.lstrip()[:1]
+    if head in ("{", "[") and len(text) <= _MAX_JSON_TEXT and depth < _MAX_DEPTH:
+        try:
+            parsed = json.loads(text)
+        except (ValueError, RecursionError):
+            pass
+        else:
+            if isinstance(parsed, (dict, list)):
+                return skeleton(parsed, extra, depth + 1)
+    if _VALUE_MASK.match(text):
+        return "_"
+    if not any(c.isdigit() for c in text[:4096]) and "/tmp/" not in text:
+        return text  # nothing volatile can be there without a digit (the common short text)
+    return mask_text(text)
+
+
+def error_text(error: BaseException) -> str:
+    """``"Name: message"`` for an exception (its name alone when the message is empty or
+    unreadable): the text traces record and errors are fingerprinted from."""
+    name = type(error).__name__
+    try:
+        message = str(error)
+    except Exception:
+        message = ""
+    return f"{name}: {message}" if message else name
+
+
+def error_fingerprint(text: str) -> bytes:
+    """The fingerprint of a failure, from its ``"Name: message"`` text with volatile parts masked."""
+    return fingerprint(("error", mask_text(text[:2000])))
+
+
+def reads_as_error(value: Any) -> bool:
+    """Whether a result that did not raise still reports a failure (see the module doc)."""
+    try:
+        return _reads_as_error(value, 0)
+    except Exception:
+        return False
+
+
+def _reads_as_error(value: Any, depth: int) -> bool:
+    t = type(value)
+    if t is str:
+        if not value:
+            return False
+        first = value[:2000]
+        if _ERROR_LINE.match(first):
+            return True
+        # A traceback or a compiler ends with the error; a notebook adds a line or two after it.
+        lines = value[-2000:].rstrip().splitlines()[1:][-3:]
+        return any(_ERROR_LINE.match(line) for line in lines)
+    if depth > 2:
+        return False
+    if isinstance(value, Mapping):
+        if value.get("isError") is True or value.get("is_error") is True:
+            return True
+        error = value.get("error")
+        if error and not isinstance(error, (bool, int, float)):
+            return True
+        status = value.get("status")
+        if isinstance(status, str) and status.lower() in _FAILED_STATUS:
+            return True
+        return value.get("ok") is False or value.get("success") is False
+    return False

@@ -1,0 +1,51 @@
+"""Evidence of progress shared by the layers that judge repeats (``dedup``, ``cycle``, ``iterations``).
+
+Two questions, answered the same way everywhere:
+
+* ``repeat_key``: when the same call comes back, is its outcome the same as last time? Failures
+  are all alike (the same action failing again is a repeat, however its message drifts), an
+  identical write is a repeat whatever receipt it got (a new revision number or message id is not
+  progress), and anything else is compared by its skeleton (``fuzeguard._private.outcome``).
+* ``novelty``: did a completed call bring something the run had not seen? A result not seen
+  before does; so does a write with new arguments (it changed something, whatever it answered) and
+  a call with new arguments whose result is unknown (a replayed trace without results: batch work
+  is no accusation). A repeated result, a repeated failure, or an unknown outcome of a repeated
+  call does not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+
+from fuzeguard._private.records import CallRecord
+
+FAILED = b"\x00failed"
+WRITTEN = b"\x00written"
+
+
+def repeat_key(record: CallRecord) -> Hashable | None:
+    """What a repeated call's outcome is compared by; ``None`` when it is unknown."""
+    if record.error is not None:
+        return FAILED
+    if record.kind == "write":
+        return WRITTEN
+    return record.result_fp
+
+
+def novelty(history: Sequence[CallRecord]) -> list[bool]:
+    """For each record of ``history`` (oldest first), whether it brought something new."""
+    seen_results: set[bytes] = set()
+    seen_calls: set[tuple[str, bytes]] = set()
+    out: list[bool] = []
+    for record in history:
+        call = (record.fn, record.args_fp)
+        fp = record.result_fp
+        if fp is None or (record.kind == "write" and record.error is None):
+            new = call not in seen_calls
+        else:
+            new = fp not in seen_results
+        out.append(new)
+        seen_calls.add(call)
+        if fp is not None:
+            seen_results.add(fp)
+    return out
