@@ -143,7 +143,7 @@ def example_for(spec: Any) -> Any:
 def doc_default(spec: Any) -> str:
     """The default as shown in the reference."""
     if spec.optional and spec.default is None:
-        return "off"
+        return spec.unset
     return f"`{toml_default(spec)}`"
 
 
@@ -267,7 +267,7 @@ def render_fuze_toml(specs: Mapping[str, Any] | None = None) -> str:
             lines += wrap(spec.doc, "# ")
             facts = [f"From: {spec.origin}."]
             if spec.optional and spec.default is None:
-                facts.append("Default: off.")
+                facts.append(f"Default: {spec.unset}.")
             if bounds(spec):
                 facts.append(bounds(spec).capitalize() + ".")
             facts.append("Per function: yes." if per_function(spec) else "Run-wide only.")
@@ -378,7 +378,10 @@ def render_configuration_md(specs: Mapping[str, Any] | None = None) -> str:
             anchor = spec.key
             default = doc_default(spec)
             if len(default) > 80:
-                default = f"[a list of {len(spec.default)}](#{anchor})"
+                default = (
+                    f"[a list of {len(spec.default)}](#{anchor})"
+                    if isinstance(spec.default, tuple) else f"[see below](#{anchor})"
+                )
             out.append(
                 f"| [`{spec.key}`](#{anchor}) | `[{section}]` | "
                 f"{TYPE_TEXT.get(spec.type, spec.type)} | {default} | "

@@ -50,12 +50,12 @@ def test_edit_test_alternation_with_changing_test_output_is_work() -> None:
 
 
 def test_alternation_whose_results_stop_changing_is_caught_from_that_point() -> None:
-    """Issue 3: alternation whose results change is work until they stop changing; then the usual
-    laps apply, counted from the laps with unchanged results."""
+    """Alternation whose results change is work until they stop changing; then the usual laps
+    apply, counted from the laps with unchanged results."""
     steps = []
     for lap in range(10):
         output = f"{max(5 - lap, 1)} failed"  # improves for four laps, then stuck at "1 failed"
-        steps.append(Step("edit_file", {"patch": f"attempt {lap}"}, "Patch applied."))
+        steps.append(Step("lint", {"path": "app.py"}, f"{lap} warnings" if lap < 4 else "clean"))
         steps.append(Step("run_tests", {}, output))
     played = play(steps, layers=["cycle"], on_loop="warn")
     # run_tests first returns "1 failed" at call 10 (lap 5); laps 5, 6, 7 are unchanged.
@@ -63,11 +63,40 @@ def test_alternation_whose_results_stop_changing_is_caught_from_that_point() -> 
     assert played.first("cycle", "loop") == 16
 
 
-def test_single_name_repeats_are_left_to_dedup_and_iterations() -> None:
-    """DeerFlow cycle layer: `len(set(cycle)) < 2` is skipped so the layers never overlap."""
+def test_new_edits_between_test_runs_are_work_even_when_the_output_stays() -> None:
+    """A file whose content changed is progress: edit → test with a new edit each lap is not a
+    cycle, whatever the tests say (the fix → re-test loop real agents run before a fix lands)."""
+    steps = []
+    for lap in range(10):
+        steps.append(Step("edit_file", {"patch": f"attempt {lap}"}, "Patch applied."))
+        steps.append(Step("run_tests", {}, "1 failed"))
+    assert play(steps, layers=["cycle"]).detections == []
+
+
+def test_the_same_edit_reapplied_between_test_runs_is_a_cycle() -> None:
+    """The same edit re-applied while the tests fail the same way: an identical write is a repeat
+    whatever its receipt, so the laps count as unchanged."""
+    steps = []
+    for lap in range(6):
+        steps.append(Step("edit_file", {"patch": "the same patch"}, f"Patch applied (rev {lap})."))
+        steps.append(Step("run_tests", {}, "1 failed"))
+    played = play(steps, layers=["cycle"])
+    assert played.at("cycle", "warning") == [6]
+    assert played.killed_at == 8
+
+
+def test_one_function_cycling_through_the_same_calls_is_a_cycle() -> None:
+    """read a, read b, read a, read b…: one name, but the calls themselves cycle."""
     steps = [Step("read_file", {"path": f"f{i % 2}.py"}, "same content") for i in range(20)]
     played = play(steps, layers=["cycle"])
-    assert played.detections == []
+    assert played.at("cycle", "warning") == [6]
+    assert played.killed_at == 8
+
+
+def test_one_function_with_ever_new_arguments_is_not_a_cycle() -> None:
+    """DeerFlow cycle layer: a single name repeating is not a cycle of names (batch work)."""
+    steps = [Step("read_file", {"path": f"f{i}.py"}, "same content") for i in range(20)]
+    assert play(steps, layers=["cycle"]).detections == []
 
 
 def test_mixed_sequence_does_not_trigger() -> None:
@@ -95,22 +124,36 @@ def test_the_same_cycle_is_one_pattern_whichever_step_it_is_entered_at() -> None
     assert len({d.pattern for d in loops}) == 1
 
 
-def test_unknown_results_are_no_evidence_of_change() -> None:
-    """DeerFlow cycle layer: a tool-name log without results (a replayed trace from a system that
-    records only calls) is judged by its names, as DeerFlow judges it: warned at the 6th call of a
-    ping-pong and stopped at the 8th, whether or not the arguments vary."""
-    def record(i: int, fn: str, args_fp: bytes) -> CallRecord:
-        return CallRecord(fn=fn, index=i, args_fp=args_fp, result_fp=None)
+def record(i: int, fn: str, args_fp: bytes) -> CallRecord:
+    return CallRecord(fn=fn, index=i, args_fp=args_fp, result_fp=None)
 
+
+def test_unknown_results_of_the_same_calls_are_no_evidence_of_change() -> None:
+    """DeerFlow cycle layer: a tool-name log without results is judged as DeerFlow judges it when
+    the calls repeat exactly: warned at the 6th call of a ping-pong and stopped at the 8th."""
     layer = Cycle()
-    varied = History([record(i + 1, "ab"[i % 2], bytes([i])) for i in range(5)])
-    warned = layer.check(varied, Call("b", 6, bytes([5])))
+    exact = History([record(i + 1, "ab"[i % 2], b"a" if i % 2 == 0 else b"b") for i in range(5)])
+    warned = layer.check(exact, Call("b", 6, b"b"))
     assert warned is not None and warned.kind == "warning"
-    varied = History([record(i + 1, "ab"[i % 2], bytes([i])) for i in range(7)])
-    found = layer.check(varied, Call("b", 8, bytes([7])))
-    assert found is not None and found.kind == "loop"
     exact = History([record(i + 1, "ab"[i % 2], b"a" if i % 2 == 0 else b"b") for i in range(7)])
     found = layer.check(exact, Call("b", 8, b"b"))
+    assert found is not None and found.kind == "loop"
+
+
+def test_varied_calls_with_unknown_results_are_a_loop_only_when_they_run_away() -> None:
+    """DeerFlow issue #2569: web_search ↔ web_fetch with new arguments and no recorded results is
+    batch work for a while (four rounds of glob, read, grep are exploration) and a runaway by lap
+    10: warned when lap 10 completes (call 20), a loop from lap 20 (call 40)."""
+    layer = Cycle()
+
+    def varied(n: int) -> History:
+        return History([record(i + 1, "ab"[i % 2], bytes([i])) for i in range(n)])
+
+    assert layer.check(varied(7), Call("b", 8, bytes([7]))) is None
+    assert layer.check(varied(18), Call("b", 19, bytes([18]))) is None
+    warned = layer.check(varied(19), Call("b", 20, bytes([19])))
+    assert warned is not None and warned.kind == "warning"
+    found = layer.check(varied(39), Call("b", 40, bytes([39])))
     assert found is not None and found.kind == "loop"
 
 
@@ -124,10 +167,11 @@ def test_result_aware_false_counts_laps_whatever_the_results() -> None:
     assert played.killed_at == 8
 
 
-def test_longer_cycles_are_configurable() -> None:
+def test_cycle_lengths_are_configurable() -> None:
+    """gemini-cli finds a 5-call cycle; the default looks for cycles of 2 to 5 calls."""
     steps = [Step(name, {"lap": lap}, "same") for lap in range(6) for name in "abcde"]
-    assert play(steps, layers=["cycle"]).detections == []
-    assert play(steps, layers=["cycle"], cycle_max_length=5).killed_at == 20
+    assert play(steps, layers=["cycle"]).killed_at == 20
+    assert play(steps, layers=["cycle"], cycle_max_length=4).detections == []
 
 
 def test_cycle_settings_are_validated() -> None:

@@ -23,10 +23,31 @@ def calls_until_killed(tool: Any, args: list[Any]) -> int | None:
     return None
 
 
-def test_iterations_kills_the_call_after_max_iterations() -> None:
-    """Fuze layer 1: a function called more than max_iterations (25) times in a run is killed."""
-    tool = guard(lambda x: None, name="tool")
+def test_iterations_kills_the_call_after_a_max_iterations_the_user_wrote() -> None:
+    """Fuze layer 1: a max_iterations the user writes is an absolute cap, whatever the results."""
+    tool = guard(lambda x: f"result {x}", name="tool", max_iterations=25)
     assert calls_until_killed(tool, list(range(30))) == 26
+
+
+def test_a_user_cap_from_the_run_or_the_file_is_absolute_too() -> None:
+    """Issue: a number the user writes, wherever, is Fuze's cap; only the built-in one adapts."""
+    tool = guard(lambda x: f"result {x}", name="tool", layers=["iterations"])
+    with fuzeguard.run(max_iterations=10), pytest.raises(LoopDetected) as info:
+        for i in range(30):
+            tool(i)
+    assert info.value.detection.call_index == 11
+    config = fuzeguard.Config.from_dict({"functions": {"tool": {"max_iterations": 5}}})
+    with fuzeguard.run(config=config), pytest.raises(LoopDetected) as info:
+        for i in range(30):
+            tool(i)
+    assert info.value.detection.call_index == 6
+
+
+def test_the_builtin_cap_waives_a_batch_of_distinct_calls_that_return_nothing() -> None:
+    """A batch of 30 distinct writes returning None is work (DeerFlow users' complaint: 'Tool bash
+    called 53 times'), so the built-in cap is waived."""
+    tool = guard(lambda x: None, name="tool", layers=["iterations"])
+    assert calls_until_killed(tool, list(range(60))) is None
 
 
 def test_iterations_caps_calls_whose_results_are_unknown() -> None:
@@ -68,7 +89,8 @@ def test_iterations_waives_the_cap_for_writes_acknowledged_alike() -> None:
     assert calls_until_killed(write_file, [f"out/{i}.txt" for i in range(60)]) is None
 
 
-def test_iterations_caps_a_function_that_keeps_failing() -> None:
+def test_iterations_caps_a_function_that_keeps_failing_the_same_way() -> None:
+    """New arguments are exploration, but not when every call fails with the same error."""
     def fail(i: int) -> None:
         raise OSError(f"disk error {i}")
 
@@ -151,7 +173,7 @@ def test_dedup_result_aware_repeat_with_changing_result_is_progress() -> None:
 
 def test_dedup_result_aware_counts_the_streak_since_the_result_last_changed() -> None:
     results = iter(["a", "b", "c", "c", "c", "c", "c"])
-    poll = guard(lambda job: next(results), name="poll", repeat_warn_threshold=0)
+    poll = guard(lambda job: next(results), name="fetch_job", repeat_warn_threshold=0)
     # calls 3,4,5 return "c": the 6th would be the 4th call in a row with the same answer
     assert calls_until_killed(poll, ["job"] * 7) == 6
 
@@ -170,13 +192,29 @@ def test_dedup_spares_identical_waits_between_polls_whose_answer_changes() -> No
 
 def test_dedup_still_catches_identical_calls_between_calls_that_change_nothing() -> None:
     check_status = guard(lambda job: "deploying: 40% done", name="check_status", exempt_from=["dedup"])
-    sleep = guard(lambda seconds: None, name="sleep")
+    wait = guard(lambda seconds: "done", name="pause")
     with capture_detections() as found, fuzeguard.run(), pytest.raises(LoopDetected):
         for _ in range(6):
             check_status("deploy-42")
-            sleep(5)
+            wait(5)
     by_dedup = [(d.fn, d.call_index) for d in found if d.layer == "dedup"]
-    assert by_dedup == [("sleep", 6), ("sleep", 8)]
+    assert by_dedup == [("pause", 6), ("pause", 8)]
+
+
+def test_unchanged_polls_wait_until_the_tenth_and_loop_at_the_twentieth() -> None:
+    """Polls wait (OpenClaw's known-poll rule): an unchanged answer to an identical status check
+    is warned at the 10th poll and a loop at the 20th, with or without sleeps in between."""
+    check_status = guard(lambda job: "deploying: 40% done", name="check_status")
+    assert calls_until_killed(check_status, ["deploy-42"] * 30) == 20
+    with capture_detections() as found, fuzeguard.run(), pytest.raises(LoopDetected):
+        for _ in range(30):
+            check_status("deploy-42")
+            guard(lambda seconds: None, name="sleep")(5)
+    # The first lap is new (its first answers had not been seen), so the waiting is counted from
+    # the second lap: warned when lap 10 completes, ended when lap 20 does.
+    first = min(found, key=lambda d: d.call_index)
+    assert (first.kind, first.call_index) == ("warning", 20)
+    assert max(d.call_index for d in found) == 40
 
 
 def test_dedup_spares_relisting_a_directory_between_reads_of_new_files() -> None:
@@ -192,7 +230,7 @@ def test_dedup_spares_relisting_a_directory_between_reads_of_new_files() -> None
 def test_dedup_plain_mode_counts_arguments_only() -> None:
     """Fuze's plain behaviour: result_aware = false."""
     results = iter(range(100))
-    poll = guard(lambda job: next(results), name="poll", result_aware=False)
+    poll = guard(lambda job: next(results), name="fetch_job", result_aware=False)
     assert calls_until_killed(poll, ["job"] * 10) == 4
 
 

@@ -186,9 +186,9 @@ def _main(argv: Sequence[str] | None) -> int:
 # --------------------------------------------------------------------------- check
 
 
-def _toml_value(value: Any) -> str:
+def _toml_value(value: Any, unset: str = "off") -> str:
     if value is None:
-        return "(not set: off)"
+        return f"(not set: {unset})"
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str):
@@ -244,15 +244,16 @@ def check(
     for section in ("defaults", "loop_detection"):
         keys = [k for k, s in specs.items() if s.section == section]
         print(f"\n[{section}]", file=out)
-        _print_rows(out, [(k, _toml_value(values[k]), _origin_label(config.origin_of(k), config))
-                          for k in keys])
+        _print_rows(out, [(k, _toml_value(values[k], specs[k].unset),
+                           _origin_label(config.origin_of(k), config)) for k in keys])
     for fn in config.functions:
         fn_values = config.settings_for(fn)
         rows = []
         for key in specs:
             origin = config.origin_of(key, fn)
             if origin.startswith("[functions."):
-                rows.append((key, _toml_value(fn_values[key]), _origin_label(origin, config)))
+                rows.append((key, _toml_value(fn_values[key], specs[key].unset),
+                             _origin_label(origin, config)))
         print(f"\n[functions.{fn}]", file=out)
         _print_rows(out, rows)
     return EXIT_OK

@@ -48,6 +48,7 @@ class FieldSpec:
     minimum: float | None
     maximum: float | None
     optional: bool
+    unset: str = "off"
 
 
 def _setting_classes() -> list[type]:
@@ -77,6 +78,7 @@ def schema() -> Mapping[str, FieldSpec]:
                 minimum=meta["minimum"],
                 maximum=meta["maximum"],
                 optional=meta["optional"],
+                unset=meta["unset"],
             )
             if f.name in specs:
                 # A key shared by several layers (such as result_aware) sets all of them.

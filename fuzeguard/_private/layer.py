@@ -33,10 +33,12 @@ def setting(
     optional: bool = False,
     section: Section | None = None,
     scope: Scope | None = None,
+    unset: str = "off",
 ) -> Any:
     """Declare a setting: a dataclass field carrying its type, bounds, documentation and origin.
 
-    ``optional`` settings accept ``None`` in code (off) and are simply left out in TOML.
+    ``optional`` settings accept ``None`` in code and are simply left out in TOML; ``unset`` says
+    what leaving them out means ("off" for most).
     ``section``/``scope`` override the owning class's ``section``/``scope`` for this field.
     """
     metadata = {
@@ -48,6 +50,7 @@ def setting(
         "optional": optional,
         "section": section,
         "scope": scope,
+        "unset": unset,
     }
     if isinstance(default, (list, dict, set)):
         raise TypeError("use a tuple or another immutable default for settings")

@@ -17,10 +17,11 @@ Other numbers are kept: a status moving from 12% to 40% is progress, and so is a
 count of failures changes.
 
 A result *fails* when the tool raised, and also when it reads as an error without raising: a text
-whose first line, or one of its last three, is a traceback, ``SomethingError: ...``, ``error: ...``, ``fatal: ...``,
-``command not found`` or ``No such file or directory``; a mapping with a non-empty ``error``, a
-``status`` of ``"error"``/``"failed"``, ``ok``/``success`` false, or MCP's ``isError``. Errors
-are compared by what was tried: the same call failing again is a repeat, however the message drifts.
+whose first line, or one of its last three, is a traceback, ``SomethingError: ...``,
+``error: ...``, ``fatal: ...``, ``command not found`` or ``No such file or directory``; a
+mapping with a non-empty ``error``, a ``status`` of ``"error"``/``"failed"``, ``ok``/``success``
+false, or MCP's ``isError``. Errors are compared by what was tried: the same call failing again is
+a repeat, however the message drifts.
 """
 
 from __future__ import annotations
@@ -94,6 +95,10 @@ _ERROR_LINE = re.compile(
         |is\ not\ recognized\ as\ an\ internal\ or\ external\ command))""",
     re.VERBOSE,
 )
+_ECHO = re.compile(
+    r"'[^'\n]*'|\"[^\"\n]*\"|`[^`\n]*`|\b0x[0-9a-fA-F]+\b|\b[0-9a-fA-F]{8,}\b|\d+(?:\.\d+)?"
+)
+_TEMPLATE_CHARS: Final = 300
 _FAILED_STATUS: Final = frozenset({"error", "failed", "failure", "fail", "errored", "exception"})
 
 
@@ -178,9 +183,15 @@ def error_text(error: BaseException) -> str:
     return f"{name}: {message}" if message else name
 
 
+def error_template(text: str) -> str:
+    """A failure's ``"Name: message"`` text with the parts that echo inputs masked (quoted
+    strings, numbers, hex ids): ``No such file: 'a.py'`` and ``... 'b.py'`` share one template."""
+    return _ECHO.sub("_", text[:_TEMPLATE_CHARS])
+
+
 def error_fingerprint(text: str) -> bytes:
-    """The fingerprint of a failure, from its ``"Name: message"`` text with volatile parts masked."""
-    return fingerprint(("error", mask_text(text[:2000])))
+    """The fingerprint of a failure: that of its template (see ``error_template``)."""
+    return fingerprint(("error", error_template(text)))
 
 
 def reads_as_error(value: Any) -> bool:

@@ -28,6 +28,8 @@ from collections.abc import Mapping, Sequence, Set
 from itertools import pairwise
 from typing import Any, Final
 
+from fuzeguard._private.outcome import error_template as template_of
+from fuzeguard._private.outcome import error_text
 from fuzeguard._private.records import CallRecord
 from fuzeguard._private.settings import VOLATILE_KEYS
 
@@ -37,26 +39,10 @@ LARGE: Final = "large"
 
 _VOLATILE = frozenset(k.lower() for k in VOLATILE_KEYS)
 _WORD = re.compile(r"\w+")
-_MASK = re.compile(
-    r"'[^'\n]*'|\"[^\"\n]*\"|`[^`\n]*`|\b0x[0-9a-fA-F]+\b|\b[0-9a-fA-F]{8,}\b|\d+(?:\.\d+)?"
-)
-_TEMPLATE_CHARS = 300
-
-
 def error_template(error: BaseException | str) -> str:
-    """An error's class and message with the parts that echo inputs masked.
-
-    ``FileNotFoundError: [Errno 2] No such file: 'a.py'`` and ``... 'b.py'`` share one template.
-    """
-    if isinstance(error, str):
-        name, message = error, ""
-    else:
-        name = type(error).__name__
-        try:
-            message = str(error)
-        except Exception:
-            message = ""
-    return f"{name}: {_MASK.sub('_', message[:_TEMPLATE_CHARS])}"
+    """An error's class and message with the parts that echo inputs masked (see
+    ``fuzeguard._private.outcome.error_template``)."""
+    return template_of(error if isinstance(error, str) else error_text(error))
 
 
 class _Budget(Exception):

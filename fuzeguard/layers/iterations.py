@@ -34,9 +34,10 @@ class Iterations(LayerSettings):
 
     Catches simple infinite loops and unbounded recursion whatever their arguments. When
     ``max_iterations`` is not set, the cap is 25 and, with ``result_aware`` (the default), it is
-    waived while at least half (and at least four) of the function's calls among the run's last
-    64 calls were fresh: their arguments were new to the function in that window, or their
-    (known) result was. A failing call with new arguments is exploration, so it is fresh too.
+    waived while at least half of the function's last 25 calls (among the run's last 64) were
+    fresh: their (known) result was new to the function in that window, or their arguments were
+    and they did not fail. A failure with new arguments is exploration when its error is new, and
+    a repeat when the same error was seen already (errors are compared by their template).
     """
 
     name: ClassVar[str] = "iterations"
@@ -47,6 +48,8 @@ class Iterations(LayerSettings):
         type="int",
         minimum=1,
         optional=True,
+        unset="25, adaptive (waived while calls keep doing something new; absolute when "
+        "result_aware = false)",
         origin="Fuze layer 1 (25)",
         doc="How many times one function may run in one run; the next call is a loop. A number "
         "you set is an absolute cap, as in Fuze. Not set: 25, waived while the function's calls "
@@ -91,20 +94,30 @@ class Iterations(LayerSettings):
         )
 
     def _productive(self, run: RunView, fn: str) -> bool:
-        """Whether ``fn``'s calls in the recent window mostly did something new to it."""
+        """Whether ``fn``'s recent calls mostly did something new to it.
+
+        Its last 25 completed calls among the run's last 64 are judged. None at all (recursion:
+        the outer calls have not returned) is no evidence of work; a function seldom called
+        lately (fewer than four) is not being hammered.
+        """
         history = run.history
+        mine = []
+        for i in range(len(history) - 1, max(0, len(history) - WAIVER_WINDOW) - 1, -1):
+            if history[i].fn == fn:
+                mine.append(history[i])
+                if len(mine) == DEFAULT_CAP:
+                    break
+        if len(mine) < MIN_EVIDENCE:
+            return bool(mine)
         seen_args: set[bytes] = set()
         seen_results: set[bytes] = set()
-        total = fresh = 0
-        for i in range(max(0, len(history) - WAIVER_WINDOW), len(history)):
-            record = history[i]
-            if record.fn != fn:
-                continue
-            total += 1
+        fresh = 0
+        for record in reversed(mine):
             fp = record.result_fp
-            if record.args_fp not in seen_args or (fp is not None and fp not in seen_results):
-                fresh += 1
+            new_result = fp is not None and fp not in seen_results
+            if new_result or (record.args_fp not in seen_args and record.error is None):
+                fresh += 1  # a new result, or new arguments that did not fail as before
             seen_args.add(record.args_fp)
             if fp is not None:
                 seen_results.add(fp)
-        return total >= MIN_EVIDENCE and fresh >= PRODUCTIVE_SHARE * total
+        return fresh >= PRODUCTIVE_SHARE * len(mine)

@@ -30,14 +30,14 @@ class Progress(LayerSettings):
     has no words at all (an empty output, a divider). Short answers count: "No results found." to a
     new query is stale the second time.
 
-    With ``progress_window`` stale calls in a row (the newest one included) the next call gets a
-    warning; with twice as many it is a loop. With the defaults, a search that keeps answering "No
+    With ``progress_window`` distinct stale calls in a run of stale calls up to the newest, the
+    next call gets a warning; with twice as many it is a loop (exact repeats in that run add no
+    evidence: they are ``dedup``'s and ``cycle``'s). With the defaults, a search that keeps answering "No
     results found." to new queries is warned at the 6th call and stopped at the 10th, while four
     empty searches before one that finds something stay quiet. A write that fails the same way
     ``progress_warn_window`` times in a row with different arguments (a message that cannot be
     delivered to anyone) is warned at once. Only a call to one of the functions in the stale run
-    is flagged (an agent that switches tools is trying something else), and a run of calls made
-    only of exact repeats is left to ``dedup`` and ``cycle``.
+    is flagged (an agent that switches tools is trying something else).
     """
 
     name: ClassVar[str] = "progress"
@@ -63,7 +63,7 @@ class Progress(LayerSettings):
 
     @property
     def history_needed(self) -> int:
-        return 4 * self.progress_window + 1
+        return 6 * self.progress_window + 1
 
     def observe_result(self, result: Any, error: BaseException | None) -> Any:
         """Keep the content of each result (bounded: small texts only) for later checks."""
@@ -80,19 +80,18 @@ class Progress(LayerSettings):
         if not self._stale(history, n - 1, lookback):
             return None
         stale = [history[n - 1]]
-        for i in range(n - 2, max(n - 2 * size, 0) - 1, -1):
+        for i in range(n - 2, max(n - 4 * size, 0) - 1, -1):
             if not self._stale(history, i, lookback):
                 break
             stale.append(history[i])
         stale.reverse()
         if call.fn not in {r.fn for r in stale}:
             return None
-        counts = Counter((r.fn, r.args_fp) for r in stale)
-        if min(counts.values()) > 1:
-            return None  # only exact repeats: dedup's and cycle's business, never reported twice
-        if len(stale) >= 2 * size:
+        # Exact repeats add no evidence here: they are dedup's and cycle's business.
+        distinct = len(Counter((r.fn, r.args_fp) for r in stale))
+        if distinct >= 2 * size:
             return self._detection(call, stale, "loop")
-        if len(stale) >= size:
+        if distinct >= size:
             return self._detection(call, stale, "warning")
         warn = self.progress_warn_window
         if warn and call.kind == "write":
