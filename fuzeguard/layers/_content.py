@@ -109,11 +109,7 @@ def _walk(value: Any, key: str | None, units: set[Any], counts: list[int], depth
             dumped = repr(value)
         _walk(dumped, key, units, counts, depth + 1)
     else:
-        try:
-            text = str(value)
-        except Exception:
-            text = type(value).__name__
-        _text_units(text, units, counts)
+        _text_units(str(value), units, counts)  # an unreadable value: no evidence (content_of)
 
 
 def _text_units(text: str, units: set[Any], counts: list[int]) -> None:
