@@ -210,11 +210,9 @@ def test_unchanged_polls_wait_until_the_tenth_and_loop_at_the_twentieth() -> Non
         for _ in range(30):
             check_status("deploy-42")
             guard(lambda seconds: None, name="sleep")(5)
-    # The first lap is new (its first answers had not been seen), so the waiting is counted from
-    # the second lap: warned when lap 10 completes, ended when lap 20 does.
     first = min(found, key=lambda d: d.call_index)
-    assert (first.kind, first.call_index) == ("warning", 20)
-    assert max(d.call_index for d in found) == 40
+    assert (first.kind, first.call_index) == ("warning", 19)  # the 10th poll
+    assert max(d.call_index for d in found) == 39  # the 20th poll is the loop
 
 
 def test_dedup_spares_relisting_a_directory_between_reads_of_new_files() -> None:

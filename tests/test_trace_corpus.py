@@ -84,9 +84,12 @@ def hermes_terminal_variations() -> Trace:
     lines = [{"fn": "terminal", "args": {"command": variants[i % 8]},
               "error": f"Command '{variants[i % 8]}' returned non-zero exit status 1: "
                        "Module not found: Error: Can't resolve 'react-dom'"} for i in range(20)]
-    return Trace("hermes-terminal-variations", "Issue 3 bar: the third occurrence of the same "
-                 "error (flag at 4); groq-code-cli stops after 5 errors (call 6)", lines,
-                 best_flag=4, best_stop=6)
+    # A failing call with new arguments is exploration at first: the same error from four new
+    # commands is evidence, then the warning; groq-code-cli's stop after 5 consecutive errors is
+    # the max_consecutive_errors limit here (off by default, tested below).
+    return Trace("hermes-terminal-variations", "Hermes: the same error from varied commands, "
+                 "warned after four repeats (call 6), stopped after eight (call 10)", lines,
+                 best_flag=6, best_stop=10)
 
 
 def hermes_read_patch() -> Trace:
@@ -106,8 +109,9 @@ def status_poll_unchanged() -> Trace:
     lines = [{"fn": "check_status", "args": {"job": "deploy-7"},
               "result": {"status": "pending", "request_id": f"r-{i}", "ts": 100 + i}}
              for i in range(20)]
-    return Trace("status-poll-unchanged", "OpenFang loop guard: same hash 3 times", lines,
-                 best_flag=3, best_stop=4)
+    # Polls wait: OpenClaw warns a known poll with no progress at 10 and blocks it at 20.
+    return Trace("status-poll-unchanged", "OpenClaw known-poll rule: warn at 10, block at 20",
+                 lines, best_flag=10, best_stop=20)
 
 
 def status_poll_changing() -> Trace:
@@ -184,12 +188,12 @@ def test_the_corpus_records_when_each_loop_is_caught() -> None:
         played = play(steps_of(trace))
         caught[trace.name] = (played.first(), played.killed_at)
     assert caught == {
-        "deerflow-2569-search-fetch": (5, 6),
+        "deerflow-2569-search-fetch": (6, 8),  # the 3rd and 4th identical fetch
         "deerflow-three-tool-cycle": (7, 10),  # dedup: the 3rd and 4th identical `plan`
         "hermes-terminal-retry": (3, 4),
-        "hermes-terminal-variations": (4, 6),
-        "hermes-read-patch": (5, 6),
-        "status-poll-unchanged": (3, 4),
+        "hermes-terminal-variations": (6, 10),
+        "hermes-read-patch": (5, 7),  # the 3rd and 4th identical read_file
+        "status-poll-unchanged": (10, 20),
     }
 
 
@@ -208,3 +212,9 @@ def test_fuze_replay_of_the_corpus_finds_what_the_live_guards_found(
     summary = Replayer(Config()).replay_file(str(path))
     replayed = [(d.call, d.detection.layer, d.detection.kind) for d in summary.detections]
     assert replayed == [(d.call_index, d.layer, d.kind) for d in live.detections]
+
+
+def test_a_consecutive_error_limit_stops_varied_failures_as_groq_code_cli_does() -> None:
+    """groq-code-cli stops a session after 5 consecutive errors: here that is a limit you set."""
+    played = play(steps_of(hermes_terminal_variations()), run_options={"max_consecutive_errors": 5})
+    assert played.killed_at == 6

@@ -9,8 +9,8 @@ Two questions, answered the same way everywhere:
 * ``novelty``: did a completed call bring something the run had not seen? A result not seen
   before does; so does a write with new arguments (it changed something, whatever it answered) and
   a call with new arguments whose result is unknown (a replayed trace without results: batch work
-  is no accusation). A repeated result, a repeated failure, or an unknown outcome of a repeated
-  call does not.
+  is no accusation). A failure never does (trying is not progress), nor does a repeated result or
+  an unknown outcome of a repeated call.
 """
 
 from __future__ import annotations
@@ -40,7 +40,9 @@ def novelty(history: Sequence[CallRecord]) -> list[bool]:
     for record in history:
         call = (record.fn, record.args_fp)
         fp = record.result_fp
-        if fp is None or (record.kind == "write" and record.error is None):
+        if record.error is not None:
+            new = False
+        elif fp is None or record.kind == "write":
             new = call not in seen_calls
         else:
             new = fp not in seen_results

@@ -130,7 +130,7 @@ class Dedup(LayerSettings):
         kind: Kind
         if count > threshold:
             kind = "loop"
-        elif warn and count >= warn:
+        elif warn and count == warn:
             kind = "warning"
         else:
             return None
@@ -149,19 +149,26 @@ def _sustained(
     history: Sequence[CallRecord], streak: list[CallRecord], call: Call
 ) -> list[CallRecord]:
     """The part of ``streak`` (newest first) not separated from the pending call by other work:
-    a call in between that brought something new (see ``_evidence.novelty``). Repeats that recur
-    after other work are bookkeeping or pacing, not a loop."""
+    a call in between that brought something new (see ``_evidence.novelty``) and was not itself
+    repeated with the same outcome later on (a loop's first lap is new, and must not excuse the
+    laps that follow). Repeats that recur after other work are bookkeeping or pacing, not a loop."""
     if not streak:
         return streak
     oldest = streak[-1].index
-    work = [
-        record.index
-        for record, new in zip(history, novelty(history), strict=True)
-        if new and record.index > oldest and record.args_fp != call.args_fp
-    ]
+    records = list(history)
+    repeated: set[tuple[str, bytes, object]] = set()
+    work: list[int] = []
+    for record, new in reversed(list(zip(records, novelty(records), strict=True))):
+        if record.index <= oldest:
+            break
+        key = (record.fn, record.args_fp, repeat_key(record))
+        if new and record.args_fp != call.args_fp and key not in repeated:
+            work.append(record.index)
+            break
+        repeated.add(key)
     if not work:
         return streak
-    latest_work = work[-1]
+    latest_work = work[0]
     return [record for record in streak if record.index > latest_work]
 
 
