@@ -94,7 +94,7 @@ def test_pyproject_without_the_tool_table_means_defaults(
     monkeypatch.chdir(tmp_path)
     config = Config.load()
     assert config.files == ()
-    assert config.settings_for()["max_iterations"] == 25
+    assert config.settings_for()["max_iterations"] is None  # the built-in, adaptive cap
 
 
 def test_no_file_means_built_in_defaults() -> None:
@@ -147,7 +147,7 @@ def test_env_file_on_loop_replaces_base_kill_on_loop(tmp_path: Path) -> None:
 def test_function_table_overrides_defaults_for_that_function_only() -> None:
     config = Config.from_dict({"functions": {"check_status": {"on_loop": "warn", "max_iterations": 200}}})
     assert config.settings_for("check_status")["max_iterations"] == 200
-    assert config.settings_for("web_search")["max_iterations"] == 25
+    assert config.settings_for("web_search")["max_iterations"] is None
 
 
 def test_code_wins_over_toml() -> None:

@@ -233,12 +233,12 @@ def test_default_volatile_keys_apply_to_guarded_results() -> None:
     counter = iter(range(100))
 
     @guard(repeat_warn_threshold=0)
-    def status() -> dict[str, Any]:
+    def job_state() -> dict[str, Any]:
         return {"state": "running", "request_id": next(counter), "timestamp": next(counter)}
 
     with fuzeguard.run() as r, pytest.raises(LoopDetected):
         for _ in range(5):
-            status()
+            job_state()
     assert r.stats().calls == 3
 
 

@@ -47,7 +47,7 @@ def test_unknown_results_count_as_repeats_for_dedup(tmp_path: Path) -> None:
 
 def test_changing_recorded_results_are_progress_not_a_loop(tmp_path: Path) -> None:
     """Without recorded fingerprints, results are fingerprinted as the live guard does."""
-    lines = [{"fn": "status", "args": {"job": 1}, "result": {"state": s, "request_id": i}}
+    lines = [{"fn": "get_job", "args": {"job": 1}, "result": {"state": s, "request_id": i}}
              for i, s in enumerate(["queued", "running", "done", "done", "done", "done"])]
     path = _write(tmp_path / "t.jsonl", lines)
     # request_id is volatile: the last four "done" answers are the same result.

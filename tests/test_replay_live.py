@@ -48,11 +48,11 @@ def _poll_then_stuck(run: fuzeguard.Run) -> None:
                    "done", "done"])
 
     @guard
-    def job_status(job: str) -> dict[str, str]:
+    def get_job(job: str) -> dict[str, str]:
         return {"state": next(states), "request_id": str(id(object()))}
 
     for _ in range(10):
-        job_status("job-1")
+        get_job("job-1")
 
 
 def _failing_tool(run: fuzeguard.Run) -> None:

@@ -23,6 +23,7 @@ from fuzeguard._private.exceptions import FuzeguardError
 from fuzeguard._private.fastinit import new_call, new_decision
 from fuzeguard._private.log import emit
 from fuzeguard._private.records import Call, CallRecord, Decision, Detection, LimitUsage, RunStats
+from fuzeguard.layers.iterations import DEFAULT_CAP
 
 if TYPE_CHECKING:
     from fuzeguard._private.plan import Plan
@@ -273,7 +274,10 @@ class Run:
                     self._consecutive_errors, values["max_consecutive_errors"]
                 ),
                 "max_cost": LimitUsage(self._cost, values["max_cost"]),
-                "max_iterations": LimitUsage(busiest, values["max_iterations"]),
+                "max_iterations": LimitUsage(
+                    busiest,
+                    DEFAULT_CAP if values["max_iterations"] is None else values["max_iterations"],
+                ),
                 "max_resets": LimitUsage(self.resets, values["max_resets"]),
             }
             return RunStats(

@@ -9,8 +9,9 @@ Content of a result, as ``content_of`` extracts it once per call:
   hex ids masked), so that the same failure with varied inputs is recognised as the same error;
 * a non-error result is reduced to *units*: word pairs of each line of text (pairs do not cross
   lines, so reordering the items of a list of results adds nothing new), and ``key=value`` for
-  numbers and booleans inside structures, so that a counter that moves is new content. Values of
-  volatile keys (ids, timestamps...) are left out;
+  numbers and booleans inside structures, so that a counter that moves is new content. Layers are
+  given the result's skeleton, so volatile parts (ids, timestamps...) are already out, and words
+  that only echo the call's string arguments are masked (``echo_of``);
 * a result with no words at all (an empty output, a divider line), ``None`` or a boolean is no
   evidence either way (``NEUTRAL``). Short answers ("OK", "No results found.") are content: whether
   an "OK" is progress depends on the call (a write with new arguments: yes; a search: no), which
@@ -31,13 +32,13 @@ from typing import Any, Final
 from fuzeguard._private.outcome import error_template as template_of
 from fuzeguard._private.outcome import error_text
 from fuzeguard._private.records import CallRecord
-from fuzeguard._private.settings import VOLATILE_KEYS
 
 SMALL_TEXT: Final = 4096
 NEUTRAL: Final = None
 LARGE: Final = "large"
 
-_VOLATILE = frozenset(k.lower() for k in VOLATILE_KEYS)
+_ECHO_ITEMS: Final = 16
+_ECHO_CHARS: Final = 2000
 _WORD = re.compile(r"\w+")
 def error_template(error: BaseException | str) -> str:
     """An error's class and message with the parts that echo inputs masked (see
@@ -49,31 +50,56 @@ class _Budget(Exception):
     """Raised inside the walk when the text grows past ``SMALL_TEXT``."""
 
 
-def content_of(result: Any, error: BaseException | None) -> frozenset[Any] | str | None:
-    """The content units of one call's outcome, ``LARGE``, or ``NEUTRAL`` (no evidence).
+def echo_of(arguments: Mapping[str, Any]) -> frozenset[str]:
+    """The words of a call's string arguments: a result that only echoes them ("No results found
+    for 'x'") says nothing new about a new ``x``."""
+    found: set[str] = set()
+    try:
+        for value in arguments.values():
+            items = value if isinstance(value, (list, tuple)) else (value,)
+            for item in items[:_ECHO_ITEMS]:
+                if isinstance(item, str):
+                    found.update(_WORD.findall(item[:_ECHO_CHARS]))
+    except Exception:
+        return frozenset()
+    return frozenset(found)
+
+
+def content_of(
+    result: Any, error: BaseException | None, echo: frozenset[str] = frozenset()
+) -> frozenset[Any] | str | None:
+    """The content units of one call's outcome, ``LARGE``, or ``NEUTRAL`` (no evidence); words in
+    ``echo`` (see ``echo_of``) are masked.
 
     Never raises: a result that cannot be read (its ``__str__`` fails) is no evidence."""
     try:
-        return _content(result, error)
+        return _content(result, error, echo)
     except Exception:
         return NEUTRAL
 
 
-def _content(result: Any, error: BaseException | None) -> frozenset[Any] | str | None:
+def _content(
+    result: Any, error: BaseException | None, echo: frozenset[str]
+) -> frozenset[Any] | str | None:
     if error is not None:
-        return frozenset((("!", error_template(error)),))
+        template = error_template(error)
+        if echo:
+            template = _WORD.sub(lambda m: "_" if m.group() in echo else m.group(), template)
+        return frozenset((("!", template),))
     if result is None or isinstance(result, bool):
         return NEUTRAL
     if type(result) is str and len(result) <= SMALL_TEXT and "\n" not in result:
         # The common case, a one-line text, without the walk.
         words = _WORD.findall(result)
+        if echo:
+            words = [w if w not in echo else "_" for w in words]
         if len(words) < 2:
             return frozenset(words) if words else NEUTRAL
         return frozenset(pairwise(words))
     units: set[Any] = set()
     words = [0, 0]  # words seen, characters seen
     try:
-        _walk(result, None, units, words, 0)
+        _walk(result, None, units, words, 0, echo)
     except _Budget:
         return LARGE
     if not words[0] and not units:
@@ -81,43 +107,47 @@ def _content(result: Any, error: BaseException | None) -> frozenset[Any] | str |
     return frozenset(units)
 
 
-def _walk(value: Any, key: str | None, units: set[Any], counts: list[int], depth: int) -> None:
+def _walk(
+    value: Any, key: str | None, units: set[Any], counts: list[int], depth: int,
+    echo: frozenset[str],
+) -> None:
     if isinstance(value, str):
-        _text_units(value, units, counts)
+        _text_units(value, units, counts, echo)
     elif isinstance(value, (bytes, bytearray)):
-        _text_units(bytes(value[: SMALL_TEXT + 1]).decode("utf-8", "replace"), units, counts)
+        text = bytes(value[: SMALL_TEXT + 1]).decode("utf-8", "replace")
+        _text_units(text, units, counts, echo)
     elif isinstance(value, (bool, int, float)) or value is None:
         units.add(f"{key}={value!r}")
     elif depth > 32:
         return
     elif isinstance(value, Mapping):
         for k, v in value.items():
-            name = str(k)
-            if name.lower() in _VOLATILE:
-                continue
-            _walk(v, name, units, counts, depth + 1)
+            _walk(v, str(k), units, counts, depth + 1, echo)
     elif isinstance(value, (list, tuple, Set)):
         for item in value:
-            _walk(item, key, units, counts, depth + 1)
+            _walk(item, key, units, counts, depth + 1, echo)
     elif dataclasses.is_dataclass(value) and not isinstance(value, type):
         _walk({f.name: getattr(value, f.name, None) for f in dataclasses.fields(value)}, key,
-              units, counts, depth + 1)
+              units, counts, depth + 1, echo)
     elif hasattr(value, "model_dump"):
         try:
             dumped = value.model_dump()
         except Exception:
             dumped = repr(value)
-        _walk(dumped, key, units, counts, depth + 1)
+        _walk(dumped, key, units, counts, depth + 1, echo)
     else:
-        _text_units(str(value), units, counts)  # an unreadable value: no evidence (content_of)
+        # An unreadable value raises here: no evidence (content_of).
+        _text_units(str(value), units, counts, echo)
 
 
-def _text_units(text: str, units: set[Any], counts: list[int]) -> None:
+def _text_units(text: str, units: set[Any], counts: list[int], echo: frozenset[str]) -> None:
     counts[1] += len(text)
     if counts[1] > SMALL_TEXT:
         raise _Budget
     for line in text.splitlines():
         words = _WORD.findall(line)
+        if echo:
+            words = [w if w not in echo else "_" for w in words]
         if not words:
             continue
         counts[0] += len(words)

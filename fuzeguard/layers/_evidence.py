@@ -7,8 +7,9 @@ Two questions, answered the same way everywhere:
   identical write is a repeat whatever receipt it got (a new revision number or message id is not
   progress), and anything else is compared by its skeleton (``fuzeguard._private.outcome``).
 * ``novelty``: did a completed call bring something the run had not seen? A result not seen
-  before does; so does a write with new arguments (it changed something, whatever it answered) and
-  a call with new arguments whose result is unknown (a replayed trace without results: batch work
+  before does; so does a write or a command (``exec``) with new arguments that did not fail (it
+  may have changed something, whatever it answered: ``sed -i`` prints nothing) and a call with new
+  arguments whose result is unknown (a replayed trace without results: batch work
   is no accusation). A failure never does (trying is not progress), nor does a repeated result or
   an unknown outcome of a repeated call.
 """
@@ -19,6 +20,8 @@ from collections.abc import Hashable, Sequence
 
 from fuzeguard._private.records import CallRecord
 
+#: Kinds whose calls act on the world: new arguments are new work, whatever the answer.
+ACTING = frozenset({"write", "exec"})
 FAILED = b"\x00failed"
 WRITTEN = b"\x00written"
 
@@ -42,7 +45,7 @@ def novelty(history: Sequence[CallRecord]) -> list[bool]:
         fp = record.result_fp
         if record.error is not None:
             new = False
-        elif fp is None or record.kind == "write":
+        elif fp is None or record.kind in ACTING:
             new = call not in seen_calls
         else:
             new = fp not in seen_results

@@ -7,12 +7,13 @@ whatever unit you use (dollars, tokens), so no default could mean anything.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from fuzeguard._private.layer import LayerSettings, RunView, setting
 from fuzeguard._private.records import Call, CallRecord, Detection
-from fuzeguard.layers._content import content_of, count_new
+from fuzeguard.layers._content import content_of, count_new, echo_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,11 +60,13 @@ class CostVelocity(LayerSettings):
     def inert(self) -> bool:
         return self.cost_velocity_threshold is None and self.cost_velocity_per_minute is None
 
-    def observe_result(self, result: Any, error: BaseException | None) -> Any:
+    def observe_call(
+        self, arguments: Mapping[str, Any], result: Any, error: BaseException | None
+    ) -> Any:
         """Keep each result's content, as ``progress`` does (nothing when no threshold is set)."""
         if self.cost_velocity_threshold is None and self.cost_velocity_per_minute is None:
             return None
-        return content_of(result, error)
+        return content_of(result, error, echo_of(arguments))
 
     def check(self, run: RunView, call: Call) -> Detection | None:
         per_window, per_minute = self.cost_velocity_threshold, self.cost_velocity_per_minute

@@ -16,7 +16,7 @@ from typing import ClassVar
 
 from fuzeguard._private.layer import LayerSettings, RunView, setting
 from fuzeguard._private.records import Call, CallRecord, Detection
-from fuzeguard.layers._evidence import repeat_key
+from fuzeguard.layers._evidence import ACTING, repeat_key
 
 # Cycles that wait on a poll, and cycles of calls whose arguments vary and whose results are
 # unknown (a tool-name log: batch work unless it runs away), are given laps as polls are: a
@@ -36,7 +36,7 @@ class Cycle(LayerSettings):
 
     Result-aware like ``dedup``: the laps after the first must have returned, step by step, the
     same outcomes as the lap before (volatile parts stripped, failures alike, an identical write's
-    receipt ignored), and a write step whose arguments changed is progress. An edit → test → edit
+    receipt ignored), and a write or command step whose arguments changed is progress. An edit → test → edit
     → test alternation with new edits is work, not a loop; alternation between two tools whose
     arguments vary but whose results stopped changing is a loop. A cycle that waits on a poll, or
     whose arguments vary while no result is known (a tool-name log, as DeerFlow's name-only layer
@@ -190,13 +190,14 @@ def _periodic_tail(keys: Sequence[Hashable], length: int) -> int:
 
 def _unchanged_tail(records: Sequence[CallRecord], length: int) -> int:
     """Calls at the end of the run (the pending one included) whose laps repeat the previous lap's
-    outcomes step by step (``_evidence.repeat_key``); a write step with new arguments is a change.
+    outcomes step by step (``_evidence.repeat_key``); a write or command step with new arguments
+    that did not fail is a change.
     An unknown outcome is no evidence of change."""
     n = len(records)
     i = n - 1
     while i >= length:
         record, before = records[i], records[i - length]
-        if record.kind == "write" and record.error is None and record.args_fp != before.args_fp:
+        if record.kind in ACTING and record.error is None and record.args_fp != before.args_fp:
             break
         key, before_key = repeat_key(record), repeat_key(before)
         if key is not None and before_key is not None and key != before_key:

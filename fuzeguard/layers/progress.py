@@ -9,12 +9,13 @@ before them had not already brought.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from fuzeguard._private.layer import LayerSettings, RunView, setting
 from fuzeguard._private.records import Call, Detection
-from fuzeguard.layers._content import NEUTRAL, brought_nothing_new, content_of
+from fuzeguard.layers._content import NEUTRAL, brought_nothing_new, content_of, echo_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,9 +66,12 @@ class Progress(LayerSettings):
     def history_needed(self) -> int:
         return 6 * self.progress_window + 1
 
-    def observe_result(self, result: Any, error: BaseException | None) -> Any:
-        """Keep the content of each result (bounded: small texts only) for later checks."""
-        return content_of(result, error)
+    def observe_call(
+        self, arguments: Mapping[str, Any], result: Any, error: BaseException | None
+    ) -> Any:
+        """Keep the content of each result (bounded: small texts only) for later checks, with the
+        words that echo the arguments masked."""
+        return content_of(result, error, echo_of(arguments))
 
     def check(self, run: RunView, call: Call) -> Detection | None:
         history = run.history
