@@ -86,3 +86,19 @@ def test_detection_names_the_spend_and_the_threshold() -> None:
     assert detection.layer == "cost_velocity"
     assert detection.threshold == 0.5
     assert "spent 1 over the last 5 calls" in detection.message
+
+
+def test_short_answers_that_say_nothing_new_are_spending_without_progress() -> None:
+    """Issue: with cost_velocity_threshold = 5, twenty calls at cost 2 that all answer "Still
+    working on it." fired nothing, because a short answer counted as something new."""
+    steps = [Step("ask_agent", {"prompt": f"Are you done yet? ({i})"}, "Still working on it.",
+                  cost=2.0) for i in range(20)]
+    played = play(steps, layers=["cost_velocity"], cost_velocity_threshold=5)
+    assert played.killed_at == 6
+
+
+def test_writes_acknowledged_alike_are_worth_their_cost() -> None:
+    """A short acknowledgement is progress for a write with new arguments."""
+    steps = [Step("write_file", {"path": f"out/{i}.txt"}, "OK", cost=2.0) for i in range(20)]
+    played = play(steps, layers=["cost_velocity"], cost_velocity_threshold=5)
+    assert played.detections == []

@@ -52,7 +52,7 @@ _COMMAND_ARGS: Final = ("command", "cmd", "commands", "script", "input")
 # A shell command that waits on something: a status check, a process list, a job queue, a sleep.
 _POLL_COMMAND = re.compile(
     r"(?:^|[\s;&|(])(?:sleep|watch|squeue|qstat|jobs|top|ps)(?=$|[\s;&|)])"
-    r"|(?:^|[\s/_.-])(?:status|poll|health|healthz|progress|wait)(?=$|[\s/_.?&=-])",
+    r"|(?:^|[\s/_.-])(?:status|poll|health|healthz|progress|wait|watch)(?=$|[\s/_.?&=-])",
     re.IGNORECASE,
 )
 

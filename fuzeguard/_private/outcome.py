@@ -67,7 +67,7 @@ _TEXT_MASK = re.compile(
     | \b\d+(?:\.\d+)?\s?(?:ms|msec|milliseconds?|s|secs?|seconds?|µs|us|ns|min|minutes?)\b # duration
     | \b(?:[Pp]id|PID|[Pp]rocess|[Aa]ttempt|[Tt]ry|[Rr]etry|[Rr]evision|[Rr]ev|[Ee]xecution
         |[Ii]teration|[Rr]un|[Jj]ob|[Rr]equest|[Ss]ession|[Cc]onversation|[Bb]uild)
-        \s?[#:=]?\s?\d+                                                               # counters
+        \s?[#:=]?\s?\d+\b                                                             # counters
     | (?:\b|(?<=[_a-z]))(?:id|ID|Id)\s?[=:]\s?["']?[\w.-]+                             # id=...
     | (?:In|Out|Cell\ In)\s?\[\d+\]                                                    # notebook
     | (?m:^(?:[\w./-]+:\ )?line\ \d+:)                                                 # sh line
