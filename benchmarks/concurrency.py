@@ -22,12 +22,12 @@ THREADS = 16
 
 
 def search(query: str, limit: int) -> str:
-    return query
+    return query[::-1]  # new for each call (an echo of the query would be no news)
 
 
 async def fetch(url: str, page: int) -> str:
     await asyncio.sleep(0)
-    return url
+    return url[::-1]  # new for each call (an echo of the url would be no news)
 
 
 def _threads(per_thread: int, max_calls: int | None) -> tuple[int, int, float]:

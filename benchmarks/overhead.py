@@ -3,8 +3,8 @@
 The floor is the least any argument-fingerprinting guard must do: canonically encode the bound
 arguments and blake3-hash them once (``fuzeguard._private.fingerprint.fingerprint``). The guarded
 overhead is the guarded time minus the bare time. Arguments are a short query string and an int,
-distinct on every call, and the tool echoes its query, so no layer has a reason to fire; every batch
-checks that none did.
+distinct on every call, and the tool answers each with something new, so no layer has a reason
+to fire; every batch checks that none did.
 """
 
 from __future__ import annotations
@@ -23,8 +23,9 @@ TARGET = 2.0
 
 
 def search(query: str, limit: int) -> str:
-    """The benchmarked tool: as cheap as a function can be while returning something new."""
-    return query
+    """The benchmarked tool: as cheap as a function can be while answering something new (an
+    answer that only echoed the query would be no news to the progress layer)."""
+    return query[::-1]
 
 
 def _guarded_batch(tool: Callable[..., Any], qs: list[str]) -> Callable[[], None]:

@@ -4,7 +4,7 @@
     python benchmarks/replay_throughput.py --quick    # 60,000 calls (a smoke run)
 
 All in one process run: the same guarded agent-like workload (three tools, distinct arguments,
-results that echo them, so that no layer fires) is
+results that differ with them, so that no layer fires) is
 
 1. run in-process with ``trace=`` set, recording the trace (and the recording cost per call);
 2. replayed with ``Replayer`` (what ``fuze replay`` runs) under the same config, in one pass over
@@ -42,11 +42,11 @@ CONFIG = Config.from_dict({"defaults": {"max_iterations": 10**9}})
 def _tools() -> list[Callable[..., Any]]:
     @guard
     def web_search(query: str, limit: int = 10) -> str:
-        return f"results for {query}"
+        return f"results for {query[::-1]}"
 
     @guard
     def read_file(path: str) -> str:
-        return f"contents of {path}"
+        return f"contents of {path[::-1]}"
 
     @guard
     def run_tests(target: str, verbose: bool = False) -> dict[str, Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from scripted import words
 
 import fuzeguard
 from fuzeguard import Detection, LoopDetected, guard
@@ -157,7 +158,7 @@ def test_dedup_early_warning_can_be_switched_off() -> None:
 
 def test_dedup_only_counts_inside_the_window() -> None:
     """Fuze layer 2 sliding window: repeats spread over more than window_size calls are fine."""
-    search = guard(lambda q: f"r-{q}", name="search", max_iterations=1000)
+    search = guard(lambda q: f"r-{q}", name="search", max_iterations=1000, layers=["dedup"])
     args = []
     for _ in range(10):
         args += ["same", *[f"other{i}" for i in range(len(args), len(args) + 4)]]
@@ -217,7 +218,7 @@ def test_unchanged_polls_wait_until_the_tenth_and_loop_at_the_twentieth() -> Non
 
 def test_dedup_spares_relisting_a_directory_between_reads_of_new_files() -> None:
     list_dir = guard(lambda path: "a.py b.py c.py d.py e.py f.py", name="list_dir")
-    read_file = guard(lambda path: f"contents of {path}", name="read_file")
+    read_file = guard(lambda path: words(len(path) * ord(path[0])), name="read_file")
     with capture_detections() as found, fuzeguard.run():
         for name in "abcdef":
             list_dir(".")

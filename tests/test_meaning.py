@@ -30,7 +30,8 @@ def same(a: object, b: object) -> bool:
     [
         ("bash: line 12: javac: command not found", "bash: line 13: javac: command not found"),
         ("1 failed, 3 passed in 0.52s", "1 failed, 3 passed in 1.07s"),
-        ("job 0f8e2c1a-5d1b-4c3e-9a7b-2e4f6a8b0c1d queued", "job 7c1e9f0a-1b2c-4d3e-8f9a-0b1c2d3e4f5a queued"),
+        ("job 0f8e2c1a-5d1b-4c3e-9a7b-2e4f6a8b0c1d queued",
+         "job 7c1e9f0a-1b2c-4d3e-8f9a-0b1c2d3e4f5a queued"),
         ("built 3fa9c1e in 2026-11-24T03:08:25Z", "built 8d0b2aa in 2026-11-24T03:09:41Z"),
         ("Started process pid 4242", "Started process pid 4251"),
         ("attempt 3 failed: timeout", "attempt 4 failed: timeout"),
@@ -225,7 +226,7 @@ def test_kind_can_be_declared_in_guard() -> None:
 
 
 def test_an_unknown_kind_is_a_config_error_that_names_the_choices() -> None:
-    with pytest.raises(ConfigError, match='unknown kind .pol.*"poll"'):
+    with pytest.raises(ConfigError, match=r'unknown kind .pol.*"poll"'):
         Config.from_dict({"functions": {"refresh": {"kind": "pol"}}})
 
 

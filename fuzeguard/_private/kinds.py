@@ -27,7 +27,7 @@ AUTO: Final = "auto"
 _WORDS: Final[dict[str, Kind]] = {}
 for _kind, _words in (
     ("model", "output outputs generate generation completion chat llm model respond reply "
-              "answer think thought"),
+              "answer think thought ask prompt"),
     ("poll", "poll polling status wait await health healthcheck heartbeat ping progress watch "
              "sleep"),
     ("write", "write edit patch create update insert replace delete remove rm send post put save "

@@ -57,25 +57,42 @@ _VOLATILE_FIRST: Final = frozenset({"duration", "elapsed", "latency", "execution
 # Keys that end like a volatile one but carry meaning.
 _KEEP_WORDS: Final = frozenset({"exit", "status", "return", "error", "result", "failure", "line"})
 
-_TEXT_MASK = re.compile(
-    r"""
-      \b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b   # uuid
-    | \b0x[0-9a-fA-F]{4,}\b                                                           # address
-    | \b[0-9a-fA-F]{7,}\b                                   # digest (if it has a digit and a letter)
-    | \b\d{4}-\d\d-\d\d(?:[T\s]\d\d:\d\d(?::\d\d(?:[.,]\d+)?)?(?:Z|[+-]\d\d:?\d\d)?)?\b  # date
-    | \b\d\d?:\d\d:\d\d(?:[.,]\d+)?\b                                                  # clock
-    | \b\d+(?:\.\d+)?\s?(?:ms|msec|milliseconds?|s|secs?|seconds?|µs|us|ns|min|minutes?)\b # duration
-    | \b(?:[Pp]id|PID|[Pp]rocess|[Aa]ttempt|[Tt]ry|[Rr]etry|[Rr]evision|[Rr]ev|[Ee]xecution
-        |[Ii]teration|[Rr]un|[Jj]ob|[Rr]equest|[Ss]ession|[Cc]onversation|[Bb]uild)
-        \s?[#:=]?\s?\d+\b                                                             # counters
-    | (?:\b|(?<=[_a-z]))(?:id|ID|Id)\s?[=:]\s?["']?[\w.-]+                             # id=...
-    | (?:In|Out|Cell\ In)\s?\[\d+\]                                                    # notebook
-    | (?m:^(?:[\w./-]+:\ )?line\ \d+:)                                                 # sh line
-    | /(?:tmp|var/folders)/[^\s'"/:]*\d[^\s'"/:]*                                    # temp dir
-    | \b1[5-9]\d{8}(?:\d{3})?\b                                                        # epoch
-    """,
+# Volatile tokens in text, in three patterns that each start with a digit, a letter or a literal:
+# the regex engine then skips quickly to the places where one may start (one alternation with
+# word boundaries up front would try every alternative at every character).
+_DIGIT_LED = re.compile(
+    r"""\d(?<![\w.]\d)(?:
+      [0-9a-fA-F]{7}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}(?!\w)  # uuid
+    | x[0-9a-fA-F]{4,}(?!\w)                                                         # address
+    | \d{3}-\d\d-\d\d(?:[T\s]\d\d:\d\d(?::\d\d(?:[.,]\d+)?)?(?:Z|[+-]\d\d:?\d\d)?)?     # date
+    | \d?:\d\d:\d\d(?:[.,]\d+)?                                                        # clock
+    | \d*(?:\.\d+)?\s?(?:ms|msec|milliseconds?|s|secs?|seconds?|µs|us|ns|min|minutes?)(?!\w)
+    | \d{9}(?:\d{3})?(?![\w.])                                                        # epoch, id
+    | (?P<digest>[0-9a-fA-F]{6,})(?![\w-])                          # digest: checked by _hex
+    )""",
     re.VERBOSE,
 )
+_HEX_LED = re.compile(
+    r"[a-fA-F](?<![\w.][a-fA-F])(?:[0-9a-fA-F]{7}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}"
+    r"-[0-9a-fA-F]{12}|(?P<digest>[0-9a-fA-F]{6,}))(?![\w-])"
+)
+_COUNTERS = ("pid", "PID", "process", "attempt", "try", "retry", "revision", "rev", "execution",
+             "iteration", "run", "job", "request", "session", "conversation", "build")
+# Every branch starts with a literal character, so the engine jumps between candidate places.
+_WORD_LED = re.compile(
+    "|".join(
+        [
+            *(rf"{w}\s?[#:=]?\s?\d+(?!\w)" for c in _COUNTERS for w in {c, c.capitalize()}),
+            r"id(?<![A-Za-z]id)\s?[=:]\s?[\"']?[\w.-]+",  # id=4, request_id: ab12
+            r"ID(?<![A-Za-z]ID)\s?[=:]\s?[\"']?[\w.-]+",
+            r"Id(?<=[a-z]Id)\s?[=:]\s?[\"']?[\w.-]+",  # messageId=om_1
+            r"In\s?\[\d+\]", r"Out\s?\[\d+\]", r"Cell In\s?\[\d+\]",  # notebook counters
+            r"/tmp/[^\s'\"/:]*\d[^\s'\"/:]*", r"/var/folders/[^\s'\"/:]*",  # temporary dirs
+        ]
+    )
+)
+_SHELL_LINE = re.compile(r"^(?:[\w./-]+:\ )?line\ \d+:", re.MULTILINE)  # bash: line 12:
+_HAS_DIGIT = re.compile(r"\d")
 # Long texts are masked at both ends, where tools print timings, ids and counters; the middle of a
 # long text is compared as it is (masking all of it would cost more than the call is worth).
 _MASK_WHOLE: Final = 16384
@@ -117,19 +134,28 @@ def is_volatile_key(key: str, extra: frozenset[str]) -> bool:
     return parts[-1] in _VOLATILE_LAST or parts[0] in _VOLATILE_FIRST or low in _VOLATILE_WORDS
 
 
-def _mask(match: re.Match[str]) -> str:
+def _hex(match: re.Match[str]) -> str:
     token = match.group()
-    if token.isalnum() and (token.isdigit() or token.isalpha()):
-        return token  # a plain number or word that happens to be hex-shaped ("defaced")
+    if match.lastgroup == "digest" and (token.isdigit() or not any(c.isdigit() for c in token)):
+        return token  # a plain number, or a word that happens to be hex-shaped ("defaced")
     return "_"
+
+
+def _mask(text: str) -> str:
+    if not _HAS_DIGIT.search(text):
+        return text  # every volatile token has a digit
+    text = _HEX_LED.sub(_hex, text)
+    text = _DIGIT_LED.sub(_hex, text)
+    text = _WORD_LED.sub("_", text)
+    return _SHELL_LINE.sub("_", text) if "line " in text else text
 
 
 def mask_text(text: str) -> str:
     """``text`` with its volatile tokens replaced by ``_`` (at both ends only, for a long text)."""
     if len(text) <= _MASK_WHOLE:
-        return _TEXT_MASK.sub(_mask, text)
+        return _mask(text)
     head, tail = text[:_MASK_ENDS], text[-_MASK_ENDS:]
-    return _TEXT_MASK.sub(_mask, head) + text[_MASK_ENDS:-_MASK_ENDS] + _TEXT_MASK.sub(_mask, tail)
+    return _mask(head) + text[_MASK_ENDS:-_MASK_ENDS] + _mask(tail)
 
 
 def skeleton(value: Any, extra: frozenset[str] = frozenset(), depth: int = 0) -> Any:
@@ -167,8 +193,6 @@ def _skeleton_text(text: str, extra: frozenset[str], depth: int) -> Any:
                 return skeleton(parsed, extra, depth + 1)
     if _VALUE_MASK.match(text):
         return "_"
-    if not any(c.isdigit() for c in text[:4096]) and "/tmp/" not in text:
-        return text  # nothing volatile can be there without a digit (the common short text)
     return mask_text(text)
 
 

@@ -23,7 +23,6 @@ from fuzeguard._private.exceptions import FuzeguardError
 from fuzeguard._private.fastinit import new_call, new_decision
 from fuzeguard._private.log import emit
 from fuzeguard._private.records import Call, CallRecord, Decision, Detection, LimitUsage, RunStats
-from fuzeguard.layers.iterations import DEFAULT_CAP
 
 if TYPE_CHECKING:
     from fuzeguard._private.plan import Plan
@@ -274,10 +273,7 @@ class Run:
                     self._consecutive_errors, values["max_consecutive_errors"]
                 ),
                 "max_cost": LimitUsage(self._cost, values["max_cost"]),
-                "max_iterations": LimitUsage(
-                    busiest,
-                    DEFAULT_CAP if values["max_iterations"] is None else values["max_iterations"],
-                ),
+                "max_iterations": LimitUsage(busiest, _iteration_cap(values["max_iterations"])),
                 "max_resets": LimitUsage(self.resets, values["max_resets"]),
             }
             return RunStats(
@@ -444,6 +440,13 @@ class Run:
     def __repr__(self) -> str:
         state = "killed" if self._killed is not None else "open"
         return f"<Run {self.name or self.id} {state} calls={self._calls}>"
+
+
+def _iteration_cap(value: int | None) -> int:
+    """The iteration cap in force: the one set, or the built-in one."""
+    from fuzeguard.layers.iterations import DEFAULT_CAP
+
+    return DEFAULT_CAP if value is None else value
 
 
 def _as_config(config: Any) -> Config:

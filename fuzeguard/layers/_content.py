@@ -32,6 +32,7 @@ from typing import Any, Final
 from fuzeguard._private.outcome import error_template as template_of
 from fuzeguard._private.outcome import error_text
 from fuzeguard._private.records import CallRecord
+from fuzeguard.layers._evidence import ACKNOWLEDGING, INFORMING
 
 SMALL_TEXT: Final = 4096
 NEUTRAL: Final = None
@@ -157,14 +158,46 @@ def _text_units(text: str, units: set[Any], counts: list[int], echo: frozenset[s
             units.update(pairwise(words))
 
 
+def observe(
+    arguments: Mapping[str, Any], result: Any, error: BaseException | None
+) -> Any:
+    """What ``progress`` and ``cost_velocity`` keep of a call: ``NEUTRAL``, ``LARGE``, or its content
+    units twice, as they are and with the words that echo the arguments masked (``units_of``
+    picks one by the call's kind)."""
+    plain = content_of(result, error)
+    if not isinstance(plain, frozenset):
+        return plain
+    echo = echo_of(arguments)
+    return (plain, content_of(result, error, echo) if echo else plain)
+
+
+def units_of(record: CallRecord, key: str) -> Any:
+    """A record's content as ``observe`` kept it, echo masked for the kinds whose answers are
+    information (an answer to a read or a search that only repeats the query says nothing)."""
+    content = record.features.get(key, NEUTRAL)
+    if type(content) is tuple:
+        return content[1] if record.kind in INFORMING else content[0]
+    return content
+
+
+def acknowledged(record: CallRecord, others: Sequence[CallRecord]) -> bool:
+    """A call of an acting kind (or an unknown one) with arguments the others did not have, that
+    did not fail: its answer, however plain ("OK", "converted a.png"), is progress."""
+    return (
+        record.kind in ACKNOWLEDGING
+        and record.error is None
+        and all((r.fn, r.args_fp) != (record.fn, record.args_fp) for r in others)
+    )
+
+
 def brought_nothing_new(
     record: CallRecord, others: Sequence[CallRecord], key: str
 ) -> bool:
     """True if ``record``'s outcome is already in ``others``: same result fingerprint, or (for
-    small texts) every content unit of it appears in their results. Neutral and unknown outcomes are
-    no evidence (False)."""
-    content = record.features.get(key, NEUTRAL)
-    if content is NEUTRAL or record.result_fp is None:
+    small texts) every content unit of it appears in their results. Neutral and unknown outcomes,
+    and acknowledged work (``acknowledged``), are no evidence (False)."""
+    content = units_of(record, key)
+    if content is NEUTRAL or record.result_fp is None or acknowledged(record, others):
         return False
     fp = record.result_fp
     for other in others:
@@ -174,7 +207,7 @@ def brought_nothing_new(
         return False
     seen: set[Any] = set()
     for other in others:
-        units = other.features.get(key)
+        units = units_of(other, key)
         if isinstance(units, frozenset):
             seen.update(units)
     return bool(seen) and content <= seen
@@ -182,15 +215,11 @@ def brought_nothing_new(
 
 def count_new(records: Sequence[CallRecord], key: str) -> int:
     """How many of ``records`` brought something the others did not have (neutral ones count as
-    new: no evidence is no accusation; so does a write with arguments the others did not have)."""
+    new: no evidence is no accusation; so does acknowledged work)."""
     new = 0
     for i, record in enumerate(records):
         others = [r for j, r in enumerate(records) if j != i]
-        if (
-            record.kind == "write"
-            and record.error is None
-            and all((r.fn, r.args_fp) != (record.fn, record.args_fp) for r in others)
-        ) or not brought_nothing_new(record, others, key):
+        if not brought_nothing_new(record, others, key):
             new += 1
     return new
 

@@ -22,6 +22,13 @@ from fuzeguard._private.records import CallRecord
 
 #: Kinds whose calls act on the world: new arguments are new work, whatever the answer.
 ACTING = frozenset({"write", "exec"})
+#: Kinds whose answers are information: an answer that only echoes the arguments ("No matches
+#: found for 'x'") says nothing new. Other kinds may answer a new item with an acknowledgement
+#: that names it ("converted a.png"), which is progress.
+INFORMING = frozenset({"read", "search", "model", "poll"})
+#: Kinds whose answer to new arguments may be a bare acknowledgement ("OK"): progress all the same.
+#: A tool whose name says nothing (``other``) is given that benefit of the doubt.
+ACKNOWLEDGING = frozenset({"write", "exec", "other"})
 FAILED = b"\x00failed"
 WRITTEN = b"\x00written"
 

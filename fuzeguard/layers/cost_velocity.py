@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 
 from fuzeguard._private.layer import LayerSettings, RunView, setting
 from fuzeguard._private.records import Call, CallRecord, Detection
-from fuzeguard.layers._content import content_of, count_new, echo_of
+from fuzeguard.layers._content import count_new, observe
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +66,7 @@ class CostVelocity(LayerSettings):
         """Keep each result's content, as ``progress`` does (nothing when no threshold is set)."""
         if self.cost_velocity_threshold is None and self.cost_velocity_per_minute is None:
             return None
-        return content_of(result, error, echo_of(arguments))
+        return observe(arguments, result, error)
 
     def check(self, run: RunView, call: Call) -> Detection | None:
         per_window, per_minute = self.cost_velocity_threshold, self.cost_velocity_per_minute

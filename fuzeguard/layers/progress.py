@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 from fuzeguard._private.layer import LayerSettings, RunView, setting
 from fuzeguard._private.records import Call, Detection
-from fuzeguard.layers._content import NEUTRAL, brought_nothing_new, content_of, echo_of
+from fuzeguard.layers._content import NEUTRAL, brought_nothing_new, observe, units_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,9 +27,10 @@ class Progress(LayerSettings):
     pairs, ``key=value`` of numbers) appears in theirs. Errors are results too, compared by class
     and message with volatile parts masked, so the same error from varied inputs is stale. A call
     is never stale when its outcome is unknown, when it polls (waiting is ``dedup``'s to judge),
-    when it is a write with new arguments (an "OK" from a write is progress), or when its result
-    has no words at all (an empty output, a divider). Short answers count: "No results found." to a
-    new query is stale the second time.
+    when it is a write, a command or a tool of unknown kind with new arguments that did not fail
+    (an "OK" there is progress), or when its result has no words at all (an empty output, a
+    divider). Short answers to reads and searches count, and words that only echo the query are
+    masked: "No results found for 'x'" to a new query is stale the second time.
 
     With ``progress_window`` distinct stale calls in a run of stale calls up to the newest, the
     next call gets a warning; with twice as many it is a loop (exact repeats in that run add no
@@ -69,9 +70,8 @@ class Progress(LayerSettings):
     def observe_call(
         self, arguments: Mapping[str, Any], result: Any, error: BaseException | None
     ) -> Any:
-        """Keep the content of each result (bounded: small texts only) for later checks, with the
-        words that echo the arguments masked."""
-        return content_of(result, error, echo_of(arguments))
+        """Keep the content of each result (bounded: small texts only) for later checks."""
+        return observe(arguments, result, error)
 
     def check(self, run: RunView, call: Call) -> Detection | None:
         history = run.history
@@ -111,13 +111,9 @@ class Progress(LayerSettings):
 
     def _stale(self, history: Any, i: int, lookback: int) -> bool:
         record = history[i]
-        if record.kind == "poll" or record.features.get(self.name) is NEUTRAL:
+        if record.kind == "poll" or units_of(record, self.name) is NEUTRAL:
             return False
         earlier = [history[j] for j in range(max(0, i - lookback), i)]
-        if record.kind == "write" and record.error is None:
-            key = (record.fn, record.args_fp)
-            if all((r.fn, r.args_fp) != key for r in earlier):
-                return False  # a write with new arguments changed something, whatever it answered
         return brought_nothing_new(record, earlier, self.name)
 
     def _detection(self, call: Call, window: list[Any], kind: str) -> Detection:
