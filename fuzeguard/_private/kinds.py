@@ -14,7 +14,7 @@ used as it is.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Final, Literal
 
 Kind = Literal["read", "search", "write", "poll", "exec", "model", "other"]
@@ -75,6 +75,15 @@ def infer_kind(name: str) -> Kind:
     if "poll" in found:
         return "poll"
     return found[0]
+
+
+def may_refine(parameters: Iterable[str] | None) -> bool:
+    """Whether a function with these parameter names (``None``: unknown, or ``**kwargs``) can
+    have its kind refined by its arguments; if not, its calls need not be asked."""
+    if parameters is None:
+        return True
+    names = set(parameters)
+    return not names.isdisjoint(_ACTION_ARGS) or not names.isdisjoint(_COMMAND_ARGS)
 
 
 def call_kind(kind: Kind, arguments: Mapping[str, Any]) -> Kind:

@@ -116,6 +116,10 @@ _ECHO = re.compile(
     r"'[^'\n]*'|\"[^\"\n]*\"|`[^`\n]*`|\b0x[0-9a-fA-F]+\b|\b[0-9a-fA-F]{8,}\b|\d+(?:\.\d+)?"
 )
 _TEMPLATE_CHARS: Final = 300
+# Words one of which every error line holds: a cheap first look before the line patterns.
+_ERROR_WORD = re.compile(
+    "rror|RROR|xception|raceback|atal|Exit|Interrupt|not found|No such file|denied|not recognized"
+)
 _FAILED_STATUS: Final = frozenset({"error", "failed", "failure", "fail", "errored", "exception"})
 
 
@@ -229,7 +233,9 @@ def reads_as_error(value: Any) -> bool:
 def _reads_as_error(value: Any, depth: int) -> bool:
     t = type(value)
     if t is str:
-        if not value:
+        if not value or not (
+            _ERROR_WORD.search(value, 0, 2000) or _ERROR_WORD.search(value, max(0, len(value) - 2000))
+        ):
             return False
         first = value[:2000]
         if _ERROR_LINE.match(first):

@@ -13,7 +13,7 @@ from typing import Any
 from fuzeguard._private.config import Config
 from fuzeguard._private.exceptions import ConfigError
 from fuzeguard._private.fingerprint import encode, fingerprint
-from fuzeguard._private.kinds import AUTO, call_kind, infer_kind
+from fuzeguard._private.kinds import AUTO, call_kind, infer_kind, may_refine
 from fuzeguard._private.layer import Layer
 from fuzeguard._private.outcome import (
     TEXT_ERROR,
@@ -102,6 +102,16 @@ class Binder:
         self.positional = tuple(p.name for p in params if p.kind in _POSITIONAL)
         self.defaults = {p.name: p.default for p in params if p.default is not _EMPTY}
         self.nparams = len(params)
+
+    def parameter_names(self) -> tuple[str, ...] | None:
+        """The names arguments are bound to; ``None`` when any name may come (``**kwargs``, or a
+        signature that cannot be read)."""
+        if self.signature is None:
+            return None
+        params = self.signature.parameters.values()
+        if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+            return None
+        return tuple(p.name for p in params)
 
     def arguments(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> dict[str, Any]:
         if self.fast and len(args) <= len(self.positional):
@@ -244,6 +254,7 @@ def build_plan(
             requested.append(str(getattr(item, "name", type(item).__name__)))
             layers.append(item)
     needed = max((int(getattr(layer, "history_needed", 0)) for layer in layers), default=0)
+    binder = Binder(fn, settings.ignore_args)
     features = tuple(
         (layer.name, layer.observe_result)  # type: ignore[attr-defined]
         for layer in layers
@@ -254,7 +265,7 @@ def build_plan(
         settings=settings,
         layers=tuple(layers),
         ladder=settings.on_loop,
-        binder=Binder(fn, settings.ignore_args),
+        binder=binder,
         prefix=encode(name) + b"\x00",
         volatile=frozenset(k.lower() for k in (*settings.volatile_keys, *settings.volatile)),
         history_needed=needed,
@@ -268,5 +279,5 @@ def build_plan(
             if callable(getattr(layer, "observe_call", None))
         ),
         kind=infer_kind(name) if settings.kind == AUTO else settings.kind,
-        infer=settings.kind == AUTO,
+        infer=settings.kind == AUTO and may_refine(binder.parameter_names()),
     )
