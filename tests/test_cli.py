@@ -277,3 +277,18 @@ def test_replay_into_a_closed_pipe_ends_quietly_with_status_zero() -> None:
                "--format json | head -1 > /dev/null; echo ${PIPESTATUS[0]} >&2")
     done = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=60)
     assert done.stderr.strip() == "0"
+
+
+def test_check_says_which_iteration_cap_is_in_force(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue: a max_iterations the user writes is absolute; only the built-in one adapts, and
+    `fuze check` must say which is in force."""
+    base = _config(tmp_path / "fuze.toml", "[functions.bash]\nmax_iterations = 40\n")
+    assert main(["check", base]) == 0
+    out = capsys.readouterr().out
+    top, _, bash = out.partition("\n[functions.bash]\n")
+    (default_line,) = [x for x in top.splitlines() if x.startswith("max_iterations")]
+    assert "not set: 25, adaptive" in default_line
+    (bash_line,) = [x for x in bash.splitlines() if x.startswith("max_iterations")]
+    assert "= 40" in bash_line
