@@ -168,7 +168,20 @@ def observe(
     if not isinstance(plain, frozenset):
         return plain
     echo = echo_of(arguments)
-    return (plain, content_of(result, error, echo) if echo else plain)
+    if not echo:
+        return (plain, plain)
+    if error is not None:
+        return (plain, content_of(result, error, echo))
+    return (plain, frozenset(_masked(unit, echo) for unit in plain))
+
+
+def _masked(unit: Any, echo: frozenset[str]) -> Any:
+    """A content unit with its echoed words masked (the same as masking before pairing)."""
+    if type(unit) is tuple:
+        return tuple("_" if w in echo else w for w in unit)
+    if type(unit) is str and unit in echo:
+        return "_"
+    return unit
 
 
 def units_of(record: CallRecord, key: str) -> Any:
@@ -205,12 +218,16 @@ def brought_nothing_new(
             return True
     if content is LARGE or not isinstance(content, frozenset):
         return False
-    seen: set[Any] = set()
-    for other in others:
-        units = units_of(other, key)
-        if isinstance(units, frozenset):
-            seen.update(units)
-    return bool(seen) and content <= seen
+    known = [u for u in (units_of(other, key) for other in others) if type(u) is frozenset]
+    if not known:
+        return False
+    for unit in content:  # most results bring a new unit early: stop at the first one
+        for units in known:
+            if unit in units:
+                break
+        else:
+            return False
+    return True
 
 
 def count_new(records: Sequence[CallRecord], key: str) -> int:

@@ -105,8 +105,14 @@ class Cycle(LayerSettings):
                 continue
             if back.args_fp == call.args_fp and before.args_fp == last.args_fp:
                 break
-            if any(history[n - j].fn != fn for j in range(1, length)):
+            if last.fn != fn:
                 break
+            for j in range(2, length):
+                if history[n - j].fn != fn:
+                    break
+            else:
+                continue  # one name all along, with new arguments: not a cycle
+            break
         else:
             return None
         # Look only as far back as the longest flaggable tail: cost is bounded by the settings.
