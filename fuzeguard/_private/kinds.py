@@ -49,11 +49,14 @@ _SPLIT = re.compile(r"[^A-Za-z0-9]+|(?<=[a-z0-9])(?=[A-Z])")
 # Arguments that say what a multi-purpose tool does on this call.
 _ACTION_ARGS: Final = ("action", "operation", "op", "method", "mode", "verb")
 _COMMAND_ARGS: Final = ("command", "cmd", "commands", "script", "input")
-# A shell command that waits on something: a status check, a process list, a job queue, a sleep.
+# A shell command that waits on something: a sleep, a process list or a job queue as the command;
+# a status, health or wait subcommand (git status, systemctl status x, kubectl rollout status y);
+# a --watch, --wait or --status flag. Searches and prints of those words are not polls.
 _POLL_COMMAND = re.compile(
-    r"(?:^|[\s;&|(])(?:sleep|watch|squeue|qstat|jobs|top|ps)(?=$|[\s;&|)])"
-    r"|(?:^|[\s/_.-])(?:status|poll|health|healthz|progress|wait|watch)(?=$|[\s/_.?&=-])",
-    re.IGNORECASE,
+    r"(?:^|[;&|(]\s*)(?:sleep|watch|squeue|qstat|jobs|top|ps)(?=$|[\s;&|)])"
+    r"|(?:^|[;&|(]\s*)(?!(?:grep|rg|ag|find|sed|awk|cat|echo|printf|python\d*|node)\b)"
+    r"[\w./-]+(?:\s+[\w./-]+)?\s+(?:status|health|healthz|wait|poll)(?=$|[\s;&|)])"
+    r"|\s--?(?:watch|wait|status)\b",
 )
 
 
@@ -103,7 +106,7 @@ def call_kind(kind: Kind, arguments: Mapping[str, Any]) -> Kind:
         for key in _COMMAND_ARGS:
             value = arguments.get(key)
             if type(value) is str:
-                if _POLL_COMMAND.search(value[:500]):
+                if _POLL_COMMAND.search(value[:500].strip()):
                     return "poll"
                 break
     return kind
