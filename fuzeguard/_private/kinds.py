@@ -55,7 +55,7 @@ _COMMAND_ARGS: Final = ("command", "cmd", "commands", "script", "input")
 _POLL_COMMAND = re.compile(
     r"(?:^|[;&|(]\s*)(?:sleep|watch|squeue|qstat|jobs|top|ps)(?=$|[\s;&|)])"
     r"|(?:^|[;&|(]\s*)(?!(?:grep|rg|ag|find|sed|awk|cat|echo|printf|python\d*|node)\b)"
-    r"[\w./-]+(?:\s+[\w./-]+)?\s+(?:status|health|healthz|wait|poll)(?=$|[\s;&|)])"
+    r"[\w./-]+(?:\s+[\w./-]+)?\s+(?:status|health|healthz|wait|poll|ps)(?=$|[\s;&|)])"
     r"|\s--?(?:watch|wait|status)\b",
 )
 
