@@ -172,16 +172,17 @@ def observe(
         return (plain, plain)
     if error is not None:
         return (plain, content_of(result, error, echo))
-    return (plain, frozenset(_masked(unit, echo) for unit in plain))
-
-
-def _masked(unit: Any, echo: frozenset[str]) -> Any:
-    """A content unit with its echoed words masked (the same as masking before pairing)."""
-    if type(unit) is tuple:
-        return tuple("_" if w in echo else w for w in unit)
-    if type(unit) is str and unit in echo:
-        return "_"
-    return unit
+    # Mask the echoed words of each unit: the same as masking the words before pairing them.
+    masked: set[Any] = set()
+    for unit in plain:
+        if type(unit) is tuple:
+            a, b = unit
+            if a in echo or b in echo:
+                unit = ("_" if a in echo else a, "_" if b in echo else b)
+        elif unit in echo:
+            unit = "_"
+        masked.add(unit)
+    return (plain, frozenset(masked))
 
 
 def units_of(record: CallRecord, key: str) -> Any:
