@@ -62,12 +62,12 @@ def test_after_a_kill_the_rest_of_the_trace_is_not_evaluated(tmp_path: Path) -> 
     assert [k.call for k in summary.kills] == [4]
 
 
-def test_a_call_the_replay_skips_is_not_executed(tmp_path: Path) -> None:
-    """The skipped 4th call does not enter history: the 5th is again the 4th identical one."""
+def test_a_call_the_replay_skips_is_not_executed_but_counts_as_a_repeat(tmp_path: Path) -> None:
+    """The skipped 4th call stays in the history as a repeat, as live: the 5th is the 5th."""
     path = _write(tmp_path / "t.jsonl", [{"fn": "s", "args": {"q": 1}, "result": "r"}] * 5)
     summary = _replay(path, {"defaults": {"on_loop": ["skip", "skip", "kill"]}})
     assert _found(summary) == [(3, "dedup", "warn"), (4, "dedup", "skip"), (5, "dedup", "skip")]
-    assert [d.detection.count for d in summary.detections] == [3, 4, 4]
+    assert [d.detection.count for d in summary.detections] == [3, 4, 5]
 
 
 def test_a_call_skipped_live_but_allowed_by_the_replay_config_runs_with_unknown_result(

@@ -73,5 +73,12 @@ def action_for(
 
 
 def pattern_key(detection: Detection) -> Hashable:
-    """What makes two detections "the same pattern" for an escalation ladder."""
-    return (detection.layer, detection.fn, detection.pattern)
+    """What makes two detections "the same pattern" for an escalation ladder.
+
+    A layer's ``pattern`` names what repeats whichever call is pending (a cycle is one pattern
+    at each of its steps, so that a ping-pong climbs the ladder at every call, not every other);
+    without one, the pattern is the layer's finding about that function.
+    """
+    if detection.pattern is None:
+        return (detection.layer, detection.fn)
+    return (detection.layer, detection.pattern)

@@ -20,7 +20,7 @@ from fuzeguard._private import state
 from fuzeguard._private.config import Config, discovered_config, validate_code_options
 from fuzeguard._private.core import action_for, decide, pattern_key
 from fuzeguard._private.exceptions import FuzeguardError
-from fuzeguard._private.fastinit import new_call, new_decision
+from fuzeguard._private.fastinit import new_call, new_decision, new_record
 from fuzeguard._private.log import emit
 from fuzeguard._private.records import Call, CallRecord, Decision, Detection, LimitUsage, RunStats
 
@@ -346,6 +346,7 @@ class Run:
                 self._turn_calls += 1
             elif action == "skip":
                 self._skipped += 1
+                self._remember_skip(call)
             else:
                 self._killed = decision.detection
             return call, decision
@@ -383,31 +384,46 @@ class Run:
                 if len(hits) > MAX_PATTERNS:
                     del hits[next(iter(hits))]
 
+    def _remember_skip(self, call: Call) -> None:
+        """Keep a skipped call in the history, with the outcome the model already had for it.
+
+        The model repeated the pattern and the guard answered: it learned nothing new. The record
+        stands for the latest call with the same arguments (else the latest call of the same
+        function, else a call of unknown outcome): its result, error, cost and features, so that
+        every layer judges the next repeat as one more lap of the same loop. It is answered by the
+        guard again and steps the ladder, instead of the pattern fading out of the window and the
+        real tool running again. The run's counters (calls, errors, cost) are left alone: nothing
+        ran. Called with the lock held.
+        """
+        model: CallRecord | None = None
+        same = self._by_args.get(call.args_fp)
+        if same:
+            model = same[-1]
+        else:
+            for record in reversed(self._history):
+                if record.fn == call.fn:
+                    model = record
+                    break
+        record = new_record(
+            fn=call.fn,
+            index=call.index,
+            args_fp=call.args_fp,
+            result_fp=None if model is None else model.result_fp,
+            error=None if model is None else model.error,
+            cost=None if model is None else model.cost,
+            start=self._now() - self._start,
+            duration=0.0,
+            features={} if model is None else model.features,
+        )
+        self._append(record)
+
     def _grow(self, needed: int) -> None:
         self._capacity = needed
         self._history = deque(self._history, maxlen=needed)
 
     def _complete(self, record: CallRecord) -> None:
         with self._lock:
-            history = self._history
-            if len(history) == history.maxlen:
-                old = history[0]
-                same = self._by_args.get(old.args_fp)
-                if same is not None:
-                    if same and same[0] is old:
-                        same.popleft()
-                    else:
-                        try:
-                            same.remove(old)
-                        except ValueError:
-                            pass
-                    if not same:
-                        del self._by_args[old.args_fp]
-            history.append(record)
-            same = self._by_args.get(record.args_fp)
-            if same is None:
-                self._by_args[record.args_fp] = same = deque()
-            same.append(record)
+            self._append(record)
             if record.error is not None:
                 self._errors += 1
                 self._consecutive_errors += 1
@@ -415,6 +431,28 @@ class Run:
                 self._consecutive_errors = 0
             if record.cost:
                 self._cost += record.cost
+
+    def _append(self, record: CallRecord) -> None:
+        """Add a record to the history and the by-arguments index (lock held)."""
+        history = self._history
+        if len(history) == history.maxlen:
+            old = history[0]
+            same = self._by_args.get(old.args_fp)
+            if same is not None:
+                if same and same[0] is old:
+                    same.popleft()
+                else:
+                    try:
+                        same.remove(old)
+                    except ValueError:
+                        pass
+                if not same:
+                    del self._by_args[old.args_fp]
+        history.append(record)
+        same = self._by_args.get(record.args_fp)
+        if same is None:
+            self._by_args[record.args_fp] = same = deque()
+        same.append(record)
 
     def _recorder_for(self, settings_trace: str | None) -> Recorder | None:
         """The run's trace recorder, opened on first use (``settings_trace`` or the run's config).

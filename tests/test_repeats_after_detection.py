@@ -1,0 +1,141 @@
+"""Once a pattern is detected, repeating it never runs the real tool again in that run, and a
+model that keeps repeating it climbs the ladder one step per repeat."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import fuzeguard
+from fuzeguard import LoopDetected, guard
+from fuzeguard.testing import capture_detections
+
+LADDER = ["warn", "skip", "kill"]
+
+
+def _tools(on_loop: Any) -> tuple[Any, Any, Any, list[str]]:
+    ran: list[str] = []
+
+    def search(query: str) -> str:
+        ran.append("search")
+        return f"3 results for {query}"
+
+    def tool_a(query: str) -> str:
+        ran.append("tool_a")
+        return "nothing new"
+
+    def tool_b(query: str) -> str:
+        ran.append("tool_b")
+        return "nothing new"
+
+    return (guard(search, on_loop=on_loop), guard(tool_a, on_loop=on_loop),
+            guard(tool_b, on_loop=on_loop), ran)
+
+
+def _shape(outputs: list[Any]) -> str:
+    """R: the tool ran; S: the guard answered; K: killed."""
+    return "".join(
+        "K" if isinstance(o, LoopDetected) else "S" if o.startswith(("You ", "The last")) else "R"
+        for o in outputs
+    )
+
+
+def _alternate(a: Any, b: Any, n: int) -> list[Any]:
+    """A, B, A, B... with new arguments every call (their results never change)."""
+    out: list[Any] = []
+    for i in range(n):
+        try:
+            out.append((a if i % 2 == 0 else b)(f"q{i}"))
+        except LoopDetected as exc:
+            out.append(exc)
+            break
+    return out
+
+
+def test_a_skipped_identical_call_never_runs_the_tool_again_in_the_run() -> None:
+    search, _, _, ran = _tools("skip")
+    with fuzeguard.run() as run:
+        out = [search("laptops") for _ in range(50)]
+    assert _shape(out) == "RRR" + "S" * 47
+    assert ran == ["search"] * 3
+    assert run.stats().calls == 3 and run.stats().skipped == 47
+
+
+def test_a_skipped_alternation_never_runs_either_tool_again_in_the_run() -> None:
+    _, a, b, ran = _tools("skip")
+    with fuzeguard.run():
+        out = _alternate(a, b, 40)
+    assert _shape(out) == "R" * 7 + "S" * 33
+    assert len(ran) == 7
+
+
+def test_the_ladder_kills_a_two_tool_alternation_at_its_tenth_call() -> None:
+    _, a, b, ran = _tools(LADDER)
+    with capture_detections() as found, fuzeguard.run():
+        out = _alternate(a, b, 40)
+    assert _shape(out) == "R" * 8 + "SK"
+    loops = [(d.call_index, d.action) for d in found if d.kind == "loop"]
+    assert loops == [(8, "warn"), (9, "skip"), (10, "kill")]
+    assert len(ran) == 8
+
+
+def test_the_ladder_kills_an_identical_call_loop_two_repeats_after_its_first_detection() -> None:
+    search, _, _, ran = _tools(LADDER)
+    out: list[Any] = []
+    with capture_detections() as found, fuzeguard.run():
+        for _ in range(10):
+            try:
+                out.append(search("laptops"))
+            except LoopDetected as exc:
+                out.append(exc)
+                break
+    assert _shape(out) == "RRRRSK"
+    assert [(d.call_index, d.action) for d in found if d.kind == "loop"] == [
+        (4, "warn"), (5, "skip"), (6, "kill")
+    ]
+    assert len(ran) == 4
+
+
+def test_a_cycle_steps_the_ladder_at_each_of_its_calls_whichever_tool_is_pending() -> None:
+    _, a, b, _ = _tools(["warn", "warn", "warn", "kill"])
+    with capture_detections() as found, fuzeguard.run():
+        out = _alternate(a, b, 40)
+    loops = [(d.call_index, d.fn, d.action) for d in found if d.kind == "loop"]
+    assert loops == [(8, "tool_b", "warn"), (9, "tool_a", "warn"), (10, "tool_b", "warn"),
+                     (11, "tool_a", "kill")]
+    assert isinstance(out[-1], LoopDetected)
+
+
+def test_a_skipped_call_costs_nothing_and_counts_no_error() -> None:
+    def failing(query: str) -> str:
+        raise ValueError("backend down")
+
+    tool = guard(failing, on_loop="skip", cost=1.0)
+    with fuzeguard.run() as run:
+        for _ in range(6):
+            try:
+                tool("q")
+            except ValueError:
+                pass
+    stats = run.stats()
+    assert (stats.calls, stats.skipped, stats.errors, stats.cost) == (3, 3, 3, 3.0)
+
+
+def test_a_repeat_after_other_work_brought_something_new_runs_again() -> None:
+    """Result-aware dedup: new information in between makes the repeat pacing, not a loop."""
+    ran: list[str] = []
+
+    @guard(on_loop="skip")
+    def status(job: str) -> str:
+        ran.append(job)
+        return "running"
+
+    @guard(on_loop="skip")
+    def read(path: str) -> str:
+        return f"contents of {path}"
+
+    with fuzeguard.run():
+        for _ in range(4):
+            status("job-1")
+        read("new-file.txt")
+        status("job-1")
+    assert len(ran) == 4
