@@ -1,0 +1,169 @@
+"""LangChain 1.x ``create_agent`` with ``LoopGuardMiddleware``: a scripted model that loops
+forever, under each action (real langchain / langgraph packages, no network)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from langchain.agents import create_agent
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langgraph.errors import GraphRecursionError
+from pydantic import Field
+from structlog.testing import capture_logs
+
+import fuzeguard
+from fuzeguard import LoopDetected, guard
+from fuzeguard.integrations.langchain import LoopGuardMiddleware
+from tests.stuck_agents import ACTIONS, VARIANTS, Behaviour, Tally, check, script, short, tools
+
+
+class StuckModel(BaseChatModel):
+    """Calls a tool every turn, following ``script``; keeps what the tools answered."""
+
+    variant: str = "same"
+    turns: int = 0
+    shown: list[str] = Field(default_factory=list)
+
+    @property
+    def _llm_type(self) -> str:
+        return "stuck"
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> StuckModel:  # type: ignore[override]
+        return self
+
+    def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None,
+                  **kwargs: Any) -> ChatResult:
+        last = messages[-1]
+        if isinstance(last, ToolMessage):
+            self.shown.append(str(last.content))
+        name, args = script(self.variant, self.turns)
+        self.turns += 1
+        message = AIMessage("", tool_calls=[{"name": name, "args": args, "id": f"c{self.turns}"}])
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+
+def _agent(action: str, variant: str, tally: Tally, **options: Any) -> tuple[Any, StuckModel]:
+    model = StuckModel(variant=variant, shown=[])
+    middleware = LoopGuardMiddleware(on_loop=ACTIONS[action], on_detect=tally.on_detect, **options)
+    return create_agent(model, tools(tally), middleware=[middleware]), model
+
+
+# LangChain's default recursion limit (langchain_core's DEFAULT_RECURSION_LIMIT). LangGraph 1.2
+# fills in 10007 when none is given: a stuck agent that nothing stops makes 3,333 model turns.
+LIMIT = {"recursion_limit": 25}
+
+
+def _run(agent: Any, *, use_async: bool = False) -> tuple[str, Any]:
+    """Invoke with a recursion limit of 25; how it ended, and the final state."""
+    task = {"messages": [("user", "find me a laptop")]}
+    try:
+        with capture_logs(), fuzeguard.run("task"):
+            state = asyncio.run(agent.ainvoke(task, LIMIT)) if use_async else agent.invoke(task, LIMIT)
+    except GraphRecursionError:
+        return "GraphRecursionError (recursion_limit 25)", None
+    except LoopDetected as exc:
+        return f"LoopDetected raised ({exc.detection.layer})", None
+    last = state["messages"][-1]
+    if isinstance(last, AIMessage) and not last.tool_calls:
+        return "agent ended by the guard with a final AIMessage", state
+    return "returned", state
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("action", list(ACTIONS))
+def test_a_stuck_agent_behaves_as_recorded(action: str, variant: str) -> None:
+    tally = Tally()
+    agent, model = _agent(action, variant, tally)
+    ended, _ = _run(agent)
+    tally.shown = model.shown
+    guard_text = tally.first_guard_text()
+    check("langchain", action, variant, Behaviour(
+        tool_runs=tally.total,
+        after_first_detection=tally.after_detection,
+        model_turns=model.turns,
+        ended=ended,
+        model_shown=None if guard_text is None else short(guard_text),
+    ))
+
+
+def test_a_kill_ends_the_agent_with_a_final_message_and_no_further_tool_run() -> None:
+    tally = Tally()
+    agent, model = _agent("kill", "same", tally)
+    ended, state = _run(agent)
+    assert ended == "agent ended by the guard with a final AIMessage"
+    assert tally.runs["search"] == 3 and tally.after_detection == 0
+    assert model.turns == 4  # the model is not asked again after the kill
+    refused, final = state["messages"][-2:]
+    assert isinstance(refused, ToolMessage) and refused.status == "error"
+    assert refused.content.startswith("You called `search` with the same arguments 4 times")
+    assert final.content.startswith("Stopped: the agent was looping (dedup at tool call 4")
+
+
+def test_a_skip_is_answered_with_a_tool_message_and_the_tool_never_runs_again() -> None:
+    tally = Tally()
+    agent, model = _agent("skip", "same", tally)
+    ended, _ = _run(agent)
+    assert ended == "GraphRecursionError (recursion_limit 25)"
+    assert tally.runs["search"] == 3 and tally.after_detection == 0
+    assert model.shown[3].startswith("You called `search` with the same arguments 4 times")
+    assert len(model.shown) == 12 and all(text.startswith("You called") for text in model.shown[3:])
+
+
+def test_the_ladder_ends_an_alternation_at_its_tenth_tool_call() -> None:
+    tally = Tally()
+    agent, model = _agent("ladder", "alternate", tally)
+    ended, _ = _run(agent)
+    assert ended == "agent ended by the guard with a final AIMessage"
+    assert model.turns == 10 and tally.total == 8
+
+
+def test_warn_lets_every_call_run_until_the_recursion_limit() -> None:
+    tally = Tally()
+    agent, model = _agent("warn", "same", tally)
+    ended, _ = _run(agent)
+    assert ended == "GraphRecursionError (recursion_limit 25)"
+    assert tally.total == model.turns - 1 == 12
+
+
+def test_exit_behavior_error_raises_loop_detected_from_invoke() -> None:
+    tally = Tally()
+    agent, _ = _agent("kill", "same", tally, exit_behavior="error")
+    ended, _ = _run(agent)
+    assert ended == "LoopDetected raised (dedup)"
+    assert tally.total == 3
+
+
+def test_exit_behavior_continue_refuses_every_later_call_and_lets_the_model_go_on() -> None:
+    tally = Tally()
+    agent, model = _agent("kill", "alternate", tally, exit_behavior="continue")
+    ended, _ = _run(agent)
+    assert ended == "GraphRecursionError (recursion_limit 25)"
+    assert tally.total == 7
+    assert all(text.startswith("You are going round in a cycle") for text in model.shown[7:])
+
+
+def test_the_async_agent_is_guarded_the_same_way() -> None:
+    tally = Tally()
+    agent, model = _agent("kill", "same", tally)
+    ended, _ = _run(agent, use_async=True)
+    assert ended == "agent ended by the guard with a final AIMessage"
+    assert tally.total == 3 and model.turns == 4
+
+
+def test_the_middleware_takes_guard_options_and_rejects_bad_ones() -> None:
+    with pytest.raises(fuzeguard.ConfigError, match="on_loop"):
+        LoopGuardMiddleware(on_loop="explode")
+    with pytest.raises(ValueError, match="exit_behavior"):
+        LoopGuardMiddleware(exit_behavior="stop")  # type: ignore[arg-type]
+
+
+def test_tools_guarded_in_the_middleware_keep_their_schema_and_run_untouched() -> None:
+    """The middleware never wraps the tools: a guarded function elsewhere is unaffected."""
+    tally = Tally()
+    search = guard(tools(tally)[0])
+    with fuzeguard.run():
+        assert search("x") == "3 results for x"
