@@ -92,7 +92,7 @@ def test_a_stuck_agent_behaves_as_recorded(action: str, variant: str) -> None:
 def test_a_kill_ends_runner_run_with_the_loop_detected_as_output_info() -> None:
     tally = Tally()
     agent, model = _agent("kill", "same", tally)
-    ended, exc = _run(agent)
+    _, exc = _run(agent)
     assert isinstance(exc, ToolInputGuardrailTripwireTriggered)
     error = exc.output.output_info
     assert isinstance(error, LoopDetected) and error.detection.layer == "dedup"
