@@ -73,7 +73,7 @@ def test_the_ladder_kills_a_two_tool_alternation_at_its_tenth_call() -> None:
     with capture_detections() as found, fuzeguard.run():
         out = _alternate(a, b, 40)
     assert _shape(out) == "R" * 8 + "SK"
-    loops = [(d.call_index, d.action) for d in found if d.kind == "loop"]
+    loops = [(d.call_index, d.action) for d in found if d.kind == "loop" and d.layer == "cycle"]
     assert loops == [(8, "warn"), (9, "skip"), (10, "kill")]
     assert len(ran) == 8
 
@@ -99,7 +99,7 @@ def test_a_cycle_steps_the_ladder_at_each_of_its_calls_whichever_tool_is_pending
     _, a, b, _ = _tools(["warn", "warn", "warn", "kill"])
     with capture_detections() as found, fuzeguard.run():
         out = _alternate(a, b, 40)
-    loops = [(d.call_index, d.fn, d.action) for d in found if d.kind == "loop"]
+    loops = [(d.call_index, d.fn, d.action) for d in found if d.kind == "loop" and d.layer == "cycle"]
     assert loops == [(8, "tool_b", "warn"), (9, "tool_a", "warn"), (10, "tool_b", "warn"),
                      (11, "tool_a", "kill")]
     assert isinstance(out[-1], LoopDetected)
@@ -125,9 +125,9 @@ def test_a_repeat_after_other_work_brought_something_new_runs_again() -> None:
     ran: list[str] = []
 
     @guard(on_loop="skip")
-    def status(job: str) -> str:
-        ran.append(job)
-        return "running"
+    def search(query: str) -> str:
+        ran.append(query)
+        return "3 results"
 
     @guard(on_loop="skip")
     def read(path: str) -> str:
@@ -135,7 +135,7 @@ def test_a_repeat_after_other_work_brought_something_new_runs_again() -> None:
 
     with fuzeguard.run():
         for _ in range(4):
-            status("job-1")
+            search("laptops")
         read("new-file.txt")
-        status("job-1")
+        search("laptops")
     assert len(ran) == 4
