@@ -1,0 +1,59 @@
+"""Run with mcp 1.x (see ``mcp1_env.py``): FastMCP servers whose tools use ``session_guard``, each
+called by a real client session that loops; writes what it measured to the JSON file named by
+``sys.argv[1]``. Not a test module: ``test_integration_mcp1.py`` runs it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from typing import Any
+
+from mcp.server.fastmcp import FastMCP
+from mcp.shared.memory import create_connected_server_and_client_session
+
+from fuzeguard.integrations.mcp import session_guard
+from tests.stuck_agents import ACTIONS, VARIANTS, Tally, script, tools
+
+CALLS = 12
+
+
+def server(action: str, tally: Tally) -> FastMCP:
+    app = FastMCP("shop")
+    for fn in tools(tally):
+        app.tool()(session_guard(fn, on_loop=ACTIONS[action], on_detect=tally.on_detect))
+    return app
+
+
+async def session(app: FastMCP, variant: str, calls: int = CALLS) -> list[list[Any]]:
+    seen: list[list[Any]] = []
+    async with create_connected_server_and_client_session(app._mcp_server) as client:
+        for i in range(calls):
+            name, args = script(variant, i)
+            result = await client.call_tool(name, args)
+            seen.append([bool(result.isError), result.content[0].text])
+    return seen
+
+
+async def main() -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for action in ACTIONS:
+        for variant in VARIANTS:
+            tally = Tally()
+            seen = await session(server(action, tally), variant)
+            out[f"{action}/{variant}"] = {
+                "seen": seen, "total": tally.total, "after": tally.after_detection,
+            }
+    # Two client sessions of one server, one after the other: each has its own run.
+    tally = Tally()
+    app = server("kill", tally)
+    first = await session(app, "same", 5)
+    second = await session(app, "same", 5)
+    out["two sessions"] = {"seen": [first, second], "total": tally.total}
+    return out
+
+
+if __name__ == "__main__":
+    result = asyncio.run(main())
+    with open(sys.argv[1], "w", encoding="utf-8") as f:
+        json.dump(result, f)

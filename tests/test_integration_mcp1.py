@@ -1,0 +1,77 @@
+"""mcp 1.x ``FastMCP`` tools with ``session_guard``: real servers and client sessions, in a Python
+with mcp 1.x (``mcp1_python``), running ``mcp1_stuck.py``."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.stuck_agents import ACTIONS, ROOT, VARIANTS, Behaviour, check, short
+
+STOP = "Tool calls in this session are stopped"
+
+
+@pytest.fixture(scope="module")
+def measured(mcp1_python: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    out = tmp_path_factory.mktemp("mcp1") / "measured.json"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([mcp1_python, str(Path(__file__).parent / "mcp1_stuck.py"), str(out)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
+    return result
+
+
+def _ended(seen: list[list[Any]]) -> str:
+    stopped = sum(1 for error, text in seen if error and STOP in text)
+    if stopped:
+        return f"session stopped: the last {stopped} of {len(seen)} calls answered with the stop message"
+    return f"client gave up after {len(seen)} calls"
+
+
+def _first_guard_text(seen: list[list[Any]]) -> str | None:
+    for _, text in seen:
+        if text not in ("3 results for laptops", "nothing new"):
+            return short(text)
+    return None
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("action", list(ACTIONS))
+def test_a_stuck_client_behaves_as_recorded(measured: dict[str, Any], action: str, variant: str) -> None:
+    found = measured[f"{action}/{variant}"]
+    check("mcp1", action, variant, Behaviour(
+        tool_runs=found["total"],
+        after_first_detection=found["after"],
+        model_turns=len(found["seen"]),
+        ended=_ended(found["seen"]),
+        model_shown=_first_guard_text(found["seen"]),
+    ))
+
+
+def test_a_skip_is_a_normal_result_carrying_the_message(measured: dict[str, Any]) -> None:
+    found = measured["skip/same"]
+    assert found["total"] == 3
+    assert found["seen"][3] == [False, found["seen"][3][1]]
+    assert found["seen"][3][1].startswith("You called `search` with the same arguments 4 times")
+
+
+def test_a_kill_answers_every_later_call_of_the_session_with_the_stop_message(
+    measured: dict[str, Any],
+) -> None:
+    found = measured["kill/alternate"]
+    assert found["total"] == 7
+    assert all(error and STOP in text for error, text in found["seen"][7:])
+    assert found["seen"][7][1].startswith("Error executing tool tool_b: You are going round")
+
+
+def test_each_client_session_has_its_own_run(measured: dict[str, Any]) -> None:
+    first, second = measured["two sessions"]["seen"]
+    assert [error for error, _ in first] == [False, False, False, True, True]
+    assert [error for error, _ in second] == [False, False, False, True, True]
+    assert measured["two sessions"]["total"] == 6
