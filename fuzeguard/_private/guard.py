@@ -19,6 +19,7 @@ from fuzeguard._private.config import Config, validate_code_options
 from fuzeguard._private.exceptions import ConfigError, FuzeguardError, LoopDetected
 from fuzeguard._private.fastinit import new_record
 from fuzeguard._private.log import emit
+from fuzeguard._private.otel import annotate
 from fuzeguard._private.outcome import error_text
 from fuzeguard._private.plan import Plan, build_plan
 from fuzeguard._private.records import Call, Decision, Detection
@@ -157,6 +158,9 @@ class Guard:
             d = decision.detection
             emit("error", "fuzeguard.run_killed", run_id=run.id, run_name=run.name, fn=d.fn,
                  layer=d.layer, call_index=d.call_index, message=d.message)
+        if decision.detections:
+            killed = decision.detection if decision.action == "kill" else None
+            annotate(decision.detections, killed, run.id)
 
 
 def _replacement(plan: Plan, detection: Detection) -> Any:
