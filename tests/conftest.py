@@ -11,9 +11,10 @@ import pytest
 from fuzeguard import Config
 from fuzeguard._private import state
 from fuzeguard.testing import reset_implicit_run
+from tests.crewai_env import crewai_python
 from tests.mcp1_env import mcp1_python
 
-__all__ = ["mcp1_python"]
+__all__ = ["crewai_python", "mcp1_python"]
 
 
 @pytest.fixture(autouse=True)

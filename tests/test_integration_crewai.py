@@ -1,0 +1,65 @@
+"""CrewAI with ``LoopGuard`` hooks: a crew whose scripted LLM loops forever, under each action
+(real crewai package in its own environment, ``crewai_python``, running ``crewai_stuck.py``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.stuck_agents import ACTIONS, ROOT, VARIANTS, Behaviour, check, short
+
+
+@pytest.fixture(scope="module")
+def measured(crewai_python: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    out = tmp_path_factory.mktemp("crewai") / "measured.json"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([crewai_python, str(Path(__file__).parent / "crewai_stuck.py"), str(out)],
+                          cwd=out.parent, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
+    return result
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("action", list(ACTIONS))
+def test_a_stuck_crew_behaves_as_recorded(measured: dict[str, Any], action: str, variant: str) -> None:
+    found = measured[f"{action}/{variant}"]
+    check("crewai", action, variant, Behaviour(
+        tool_runs=found["total"],
+        after_first_detection=found["after"],
+        model_turns=found["turns"],
+        ended=found["ended"],
+        model_shown=short(found["shown"][0]) if found["shown"] else None,
+    ))
+
+
+def test_calls_answered_from_crewais_cache_are_seen_and_killed(measured: dict[str, Any]) -> None:
+    """The tool body ran once; the cache answered calls 2 and 3; the 4th was killed."""
+    found = measured["kill/same"]
+    assert found["total"] == 1 and found["after"] == 0
+    assert found["ended"] == "kickoff raised LLMCallBlockedError"
+
+
+def test_a_kill_ends_kickoff_by_blocking_the_next_llm_call(measured: dict[str, Any]) -> None:
+    found = measured["kill/alternate"]
+    assert found["total"] == 7
+    assert found["ended"] == "kickoff raised LLMCallBlockedError"
+
+
+def test_a_skip_shows_the_model_the_message_and_the_tool_never_runs_again(
+    measured: dict[str, Any],
+) -> None:
+    found = measured["skip/alternate"]
+    assert found["total"] == 7
+    assert found["shown"][0].startswith("You are going round in a cycle")
+
+
+def test_the_ladder_ends_an_alternation_at_its_tenth_call(measured: dict[str, Any]) -> None:
+    found = measured["ladder/alternate"]
+    assert found["total"] == 8
+    assert found["ended"] == "kickoff raised LLMCallBlockedError"
