@@ -141,3 +141,15 @@ def check(framework: str, action: str, variant: str, measured: Behaviour) -> Non
 def short(text: Any, limit: int = 120) -> str:
     s = " ".join(str(text).split())
     return s if len(s) <= limit else s[: limit - 1] + "…"
+
+
+def side_example(marker: str) -> tuple[str, str]:
+    """The ```py example of docs/frameworks.md whose first line is ``marker`` (one that needs a
+    framework from another environment) and the ```text output shown after it."""
+    page = (ROOT / "docs" / "frameworks.md").read_text(encoding="utf-8")
+    start = page.index(f"```py\n{marker}\n") + len("```py\n")
+    end = page.index("\n```\n", start)
+    out_start = page.index("```text\n", end) + len("```text\n")
+    out_end = page.index("\n```", out_start)
+    assert not page[end + 5 : page.index("```text\n", end)].strip(), "the output must follow"
+    return page[start:end] + "\n", page[out_start:out_end]

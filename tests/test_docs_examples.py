@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import linecache
 import re
 import sys
 import types
@@ -85,9 +86,12 @@ def _run_blocks(page: str, namespace: dict[str, object]) -> list[str]:
         if block.lang != "python":
             continue
         out = io.StringIO()
+        filename = f"{page}:{block.line}"
+        # Source for inspect.getsource(), which some frameworks call on tools (smolagents).
+        linecache.cache[filename] = (len(block.body), None, block.body.splitlines(True), filename)
         try:
             with capture_logs(), contextlib.redirect_stdout(out):
-                exec(compile(block.body, f"{page}:{block.line}", "exec"), namespace)
+                exec(compile(block.body, filename, "exec"), namespace)
         except ImportError as exc:  # also ModuleNotFoundError
             if (exc.name or "").split(".")[0] in FRAMEWORKS:
                 skipped.append(f"{page}:{block.line} needs {exc.name}")

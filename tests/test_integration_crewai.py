@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.stuck_agents import ACTIONS, ROOT, VARIANTS, Behaviour, check, short
+from tests.stuck_agents import ACTIONS, ROOT, VARIANTS, Behaviour, check, short, side_example
 
 
 @pytest.fixture(scope="module")
@@ -63,3 +63,14 @@ def test_the_ladder_ends_an_alternation_at_its_tenth_call(measured: dict[str, An
     found = measured["ladder/alternate"]
     assert found["total"] == 8
     assert found["ended"] == "kickoff raised LLMCallBlockedError"
+
+
+def test_the_docs_example_runs_and_prints_what_the_page_shows(crewai_python: str, tmp_path: Path) -> None:
+    code, shown = side_example(
+        "# with crewai (run by tests/test_integration_crewai.py in its own environment)"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([crewai_python, "-c", code], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.rstrip().splitlines()[-1] == shown.rstrip()

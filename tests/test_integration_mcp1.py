@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.stuck_agents import ACTIONS, ROOT, VARIANTS, Behaviour, check, short
+from tests.stuck_agents import ACTIONS, ROOT, VARIANTS, Behaviour, check, short, side_example
 
 STOP = "Tool calls in this session are stopped"
 
@@ -75,3 +75,14 @@ def test_each_client_session_has_its_own_run(measured: dict[str, Any]) -> None:
     assert [error for error, _ in first] == [False, False, False, True, True]
     assert [error for error, _ in second] == [False, False, False, True, True]
     assert measured["two sessions"]["total"] == 6
+
+
+def test_the_docs_example_runs_and_prints_what_the_page_shows(mcp1_python: str, tmp_path: Path) -> None:
+    code, shown = side_example(
+        "# with mcp 1.x (run by tests/test_integration_mcp1.py in its own environment)"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([mcp1_python, "-c", code], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.rstrip().splitlines()[-1] == shown.rstrip()
