@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import pytest
@@ -110,3 +111,14 @@ def test_other_requests_pass_through_untouched() -> None:
             return [t.name for t in (await client.list_tools()).tools]
 
     assert asyncio.run(listing()) == ["search", "tool_a", "tool_b"]
+
+
+def test_a_sessions_calls_are_traced_as_one_run(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    trace = tmp_path / "session.jsonl"
+    monkeypatch.setenv("FUZE_TRACE", str(trace))
+    tally = Tally()
+    with capture_logs():
+        asyncio.run(_stuck_client(_server("skip", tally), "same", calls=5))
+    lines = [json.loads(line) for line in trace.read_text(encoding="utf-8").splitlines()]
+    assert len(lines) == 5 and len({line["run"] for line in lines}) == 1
+    assert sum("run_info" in line for line in lines) == 1

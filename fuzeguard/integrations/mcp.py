@@ -23,6 +23,7 @@ Install with ``pip install 'fuzeguard[mcp]'``.
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import importlib
 import inspect
@@ -36,7 +37,7 @@ from typing import Any, TypeVar, overload
 from fuzeguard._private.exceptions import LoopDetected
 from fuzeguard._private.guard import guard
 from fuzeguard._private.records import Detection
-from fuzeguard._private.run import Run
+from fuzeguard._private.run import Run, _current
 from fuzeguard.integrations._calls import ToolCalls
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -94,9 +95,12 @@ class LoopGuardMiddleware:
         name, arguments = params.get("name"), params.get("arguments")
         if not isinstance(name, str) or not (arguments is None or isinstance(arguments, Mapping)):
             return await call_next(ctx)  # the SDK reports malformed params itself
-        with self.run_for(self.session_key(ctx)):
+        token = _current.set(self.run_for(self.session_key(ctx)))
+        try:
             outcome, result = await self.calls.acall(name, arguments, lambda: call_next(ctx),
                                                      shown=_shown)
+        finally:
+            _current.reset(token)
         if outcome.runs:
             return result
         if outcome.skipped is not None:
@@ -151,6 +155,17 @@ def _session_run() -> Run | None:
         return run
 
 
+def _enter(run: Run | None) -> contextvars.Token[Run | None] | None:
+    """Make a session's run current for one call. Not ``with run``: leaving that closes the run
+    (and its trace), and a session's run lives on across its calls."""
+    return None if run is None else _current.set(run)
+
+
+def _leave(token: contextvars.Token[Run | None] | None) -> None:
+    if token is not None:
+        _current.reset(token)
+
+
 def _tool_error(exc: LoopDetected) -> Exception:
     """FastMCP's ``ToolError`` with the stop message (its text reaches the client)."""
     try:
@@ -183,27 +198,25 @@ def session_guard(fn: F | None = None, /, **options: Any) -> F | Callable[[F], F
         if inspect.iscoroutinefunction(f):
 
             async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-                run = _session_run()
+                token = _enter(_session_run())
                 try:
-                    if run is None:
-                        return await guarded(*args, **kwargs)
-                    with run:
-                        return await guarded(*args, **kwargs)
+                    return await guarded(*args, **kwargs)
                 except LoopDetected as exc:
                     raise _tool_error(exc) from exc
+                finally:
+                    _leave(token)
 
             wrapper = async_wrapper
         else:
 
             def sync_wrapper(*args: Any, **kwargs: Any) -> Any:
-                run = _session_run()
+                token = _enter(_session_run())
                 try:
-                    if run is None:
-                        return guarded(*args, **kwargs)
-                    with run:
-                        return guarded(*args, **kwargs)
+                    return guarded(*args, **kwargs)
                 except LoopDetected as exc:
                     raise _tool_error(exc) from exc
+                finally:
+                    _leave(token)
 
             wrapper = sync_wrapper
         functools.update_wrapper(wrapper, guarded)
