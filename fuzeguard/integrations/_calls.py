@@ -17,6 +17,7 @@ from fuzeguard._private.guard import Guard, Pending, Skipped, guard
 from fuzeguard._private.records import Detection
 
 T = TypeVar("T")
+MAX_TOOLS = 1024  # guards kept per integration; the oldest tool name is forgotten beyond that
 
 
 class Outcome:
@@ -74,6 +75,8 @@ class ToolCalls:
                     raise AssertionError("never called: the framework runs the tool")
 
                 tool.__name__ = tool.__qualname__ = name
+                if len(self._guards) >= MAX_TOOLS:  # names come from the model: keep it bounded
+                    del self._guards[next(iter(self._guards))]
                 found = self._guards[name] = self._decorate(tool).guard  # type: ignore[attr-defined]
             return found
 
@@ -81,7 +84,8 @@ class ToolCalls:
         """Decide about a call of tool ``name`` with ``arguments`` (a kill is returned, not raised).
 
         For frameworks that decide and complete a call in different hooks: the caller records
-        the outcome with ``done`` / ``fail``."""
+        the outcome with ``done`` / ``fail``.
+        """
         try:
             started = self.guard_for(name).begin((), dict(arguments or {}))
         except LoopDetected as exc:
