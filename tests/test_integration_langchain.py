@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from langchain.agents import create_agent
+from langchain.agents.middleware import AgentMiddleware
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
@@ -167,3 +168,21 @@ def test_tools_guarded_in_the_middleware_keep_their_schema_and_run_untouched() -
     search = guard(tools(tally)[0])
     with fuzeguard.run():
         assert search("x") == "3 results for x"
+
+
+def test_the_middleware_costs_no_graph_step_where_a_before_model_hook_would() -> None:
+    """Why a kill is answered inside the model step: a hook node is one more step per turn."""
+
+    class Hook(AgentMiddleware):
+        def before_model(self, state: Any, runtime: Any) -> None:
+            return None
+
+    turns = []
+    for extra in ([], [Hook()]):
+        tally = Tally()
+        model = StuckModel(variant="same", shown=[])
+        middleware = [LoopGuardMiddleware(on_loop="warn"), *extra]
+        agent = create_agent(model, tools(tally), middleware=middleware)
+        assert _run(agent)[0] == "GraphRecursionError (recursion_limit 25)"
+        turns.append(model.turns)
+    assert turns == [13, 8]  # model turns within the recursion limit of 25
