@@ -31,7 +31,7 @@ _BLOCK = re.compile(r"(<!-- behaviour: (?P<name>\w+) -->\n)(?P<body>.*?)(<!-- en
 def table(rows: dict[str, dict[str, Any]]) -> str:
     """One framework's measurements as a Markdown table (actions, then loop shapes, in order)."""
     lines = [
-        "| action | loop | tool runs (after the first detection) | tool calls made | how the run ended "
+        "| action | loop | tool runs (after the first detection) | model turns | how the run ended "
         "| what the model was shown first instead of a result |",
         "|---|---|---|---|---|---|",
     ]

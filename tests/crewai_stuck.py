@@ -64,8 +64,8 @@ def crew_run(action: str, variant: str) -> dict[str, Any]:
     task = Task(description="find me a laptop", expected_output="a laptop", agent=agent)
     try:
         with fuzeguard.run("task"):
-            answer = Crew(agents=[agent], tasks=[task], verbose=False).kickoff()
-        ended = f"kickoff returned after max_iter {agent.max_iter}: {str(answer)[:40]!r}"
+            Crew(agents=[agent], tasks=[task], verbose=False).kickoff()
+        ended = f"kickoff returned after max_iter {agent.max_iter}"
     except Exception as exc:  # what CrewAI raises is what is measured
         ended = f"kickoff raised {type(exc).__name__}"
     finally:
