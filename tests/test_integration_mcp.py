@@ -122,3 +122,14 @@ def test_a_sessions_calls_are_traced_as_one_run(tmp_path: Any, monkeypatch: pyte
     lines = [json.loads(line) for line in trace.read_text(encoding="utf-8").splitlines()]
     assert len(lines) == 5 and len({line["run"] for line in lines}) == 1
     assert sum("run_info" in line for line in lines) == 1
+
+
+def test_by_default_a_session_is_the_transports_session_id_else_the_process() -> None:
+    from types import SimpleNamespace
+
+    from fuzeguard.integrations.mcp import _default_session_key
+
+    http = SimpleNamespace(request=SimpleNamespace(headers={"mcp-session-id": "abc"}))
+    stdio = SimpleNamespace(request=None)
+    assert _default_session_key(http) == ("mcp-session-id", "abc")
+    assert _default_session_key(stdio) == ("process",)
