@@ -203,7 +203,7 @@ def _toml_value(value: Any, unset: str = "off") -> str:
 
 
 def _origin_label(origin: str, config: Config) -> str:
-    if origin in ("default", "code"):
+    if origin == "code" or origin.startswith("default"):
         return origin
     prefix = ""
     if origin.startswith("[functions."):
@@ -233,12 +233,8 @@ def check(
         print("No config file found (FUZE_CONFIG, fuze.toml, or [tool.fuzeguard] in "
               "pyproject.toml, from here up): built-in defaults.", file=out)
     if env:
-        overlay = [f for f in config.files if Path(f).name == f"fuze.{env}.toml"]
-        if overlay:
-            print(f"environment {env!r}: {overlay[0]} over the base file", file=out)
-        else:
-            print(f"fuze check: warning: environment {env!r} has no fuze.{env}.toml beside the "
-                  "base file; it changes nothing", file=err)
+        # Config.load refuses an environment without its file, so the overlay is the last one.
+        print(f"environment {env!r}: {config.files[-1]} over the base file", file=out)
     specs = schema()
     values = config.settings_for(None)
     for section in ("defaults", "loop_detection"):

@@ -13,7 +13,7 @@ import math
 import os
 import re
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Container, Iterable, Mapping
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -31,6 +31,11 @@ SECTIONS = ("defaults", "loop_detection")
 _ALIASES = {"kill_on_loop": "on_loop"}
 # Settings that code may give as a callable as well as a plain value.
 _CALLABLE_OK = frozenset({"cost", "skip_value", "embed"})
+# The largest whole number any key accepts: far above any real window or limit, and small enough
+# that no window size, count or buffer derived from it overflows.
+MAX_INT = 2**31 - 1
+# "package.module:function", absolute (importlib needs a package to resolve ".module").
+_IMPORT_PATH = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -111,20 +116,35 @@ _DURATION_PART = re.compile(
     r"(\d+(?:\.\d+)?)\s*(ms|seconds?|secs?|s|minutes?|mins?|m|hours?|hrs?|h|days?|d)(?![a-z])\s*"
 )
 _DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+# No real duration is longer than this ("1d 23h 59m 59.999s" is 18); a longer text is refused
+# before any parsing, so a hostile value costs nothing.
+MAX_DURATION_TEXT = 64
 
 
 def parse_duration(text: str) -> float:
-    """Seconds in a duration string such as ``"90s"``, ``"30m"``, ``"1h30m"`` or ``"1.5h"``."""
+    """Seconds in a duration string such as ``"90s"``, ``"30m"``, ``"1h30m"`` or ``"1.5h"``.
+
+    Linear in the length of the text: each part is matched where the previous one ended.
+    """
     compact = text.strip().lower()
+    if len(compact) > MAX_DURATION_TEXT:
+        raise ValueError(
+            f"cannot read a {len(compact):,}-character text as a duration; write seconds or a "
+            'short duration such as "90s", "30m", "1h30m"'
+        )
     pos, total = 0, 0.0
-    for m in _DURATION_PART.finditer(compact):
-        if m.start() != pos and compact[pos : m.start()].strip():
+    match = _DURATION_PART.match
+    while pos < len(compact):
+        m = match(compact, pos)
+        if m is None:
             break
         unit = m.group(2)
         total += float(m.group(1)) * _DURATION_UNITS["ms" if unit == "ms" else unit[0]]
         pos = m.end()
-    if pos == 0 or compact[pos:].strip():
+    if pos == 0 or pos < len(compact):
         raise ValueError(f'cannot read "{text}" as a duration; write seconds or "90s", "30m", "1h30m"')
+    if not math.isfinite(total):
+        raise ValueError(f'"{text}" is too long a duration to count in seconds')
     return total
 
 
@@ -151,7 +171,12 @@ def coerce(spec: FieldSpec, value: Any, *, from_code: bool) -> Any:
         if isinstance(value, str):
             out = parse_duration(value)
         elif isinstance(value, (int, float)) and not isinstance(value, bool):
-            out = float(value)
+            try:
+                out = float(value)
+            except OverflowError:
+                raise ValueError(f"{value!r} seconds is too long a duration") from None
+            if math.isnan(out):
+                raise _type_error(value, 'seconds or a duration string such as "30m"')
         else:
             raise _type_error(value, 'seconds or a duration string such as "30m"')
     elif t == "bool":
@@ -175,6 +200,11 @@ def coerce(spec: FieldSpec, value: Any, *, from_code: bool) -> Any:
     elif t == "str":
         if not isinstance(value, str):
             raise _type_error(value, "a string")
+        if spec.key in _CALLABLE_OK and not _IMPORT_PATH.fullmatch(value):
+            raise ValueError(
+                f'expected an import path "package.module:function", got {value!r} (relative '
+                "imports cannot be resolved; write the module's full dotted name)"
+            )
         out = value
     elif t == "path":
         if isinstance(value, os.PathLike):
@@ -206,6 +236,8 @@ def coerce(spec: FieldSpec, value: Any, *, from_code: bool) -> Any:
             raise ValueError(f"must be at least {spec.minimum:g}, got {out!r}")
         if spec.maximum is not None and out > spec.maximum:
             raise ValueError(f"must be at most {spec.maximum:g}, got {out!r}")
+        if t == "int" and out > MAX_INT:
+            raise ValueError(f"must be at most {MAX_INT:,} (2**31 - 1), got {out:,}")
     return out
 
 
@@ -223,9 +255,59 @@ def check_layer_names(names: Iterable[Any]) -> None:
 def check_combination(values: Mapping[str, Any]) -> None:
     """Check what single keys cannot: construct every layer, which validates its own fields."""
     for cls in _setting_classes():
-        cls(**{f.name: values[f.name] for f in dataclasses.fields(cls) if f.name in values})
+        try:
+            cls(**{f.name: values[f.name] for f in dataclasses.fields(cls) if f.name in values})
+        except ValueError:
+            raise
+        except Exception as exc:  # such as an embed module that fails to import
+            raise ValueError(f"{type(exc).__name__}: {exc}") from None
     check_layer_names(values.get("layers", ()))
     check_layer_names(values.get("exempt_from", ()))
+
+
+# Early warnings and the limits they come before. A value the user did not write follows the one
+# they did: lowering a limit below the built-in warning lowers the warning with it (and a warning
+# set above the built-in limit raises the limit), so only two values the user wrote can
+# contradict each other.
+WARNS_BEFORE = {
+    "repeat_warn_threshold": "repeat_threshold",
+    "progress_warn_window": "progress_window",
+    "cycle_warn_repeats": "cycle_repeats",
+}
+
+
+def derive(values: dict[str, Any], explicit: Container[str]) -> dict[str, Any]:
+    """Make the early-warning keys of ``values`` follow their limits where the user (``explicit``:
+    the keys they set) left one of the pair to its default; return ``values``, changed in place.
+
+    Raises ValueError, saying exactly what to change, when the user set both and the warning
+    would come after the limit.
+    """
+    for warn, limit in WARNS_BEFORE.items():
+        w, h = values.get(warn), values.get(limit)
+        if type(w) is not int or type(h) is not int or w <= h:
+            continue
+        if warn not in explicit:
+            values[warn] = h
+        elif limit not in explicit:
+            values[limit] = w
+        else:
+            raise ValueError(
+                f"{warn} ({w}) is above {limit} ({h}), so the warning would come after the loop "
+                f"is stopped: set {warn} to at most {h} (0 turns the early warning off), or "
+                f"raise {limit} to at least {w}"
+            )
+    return values
+
+
+def follows(key: str) -> str | None:
+    """The key whose value a default of ``key`` follows (see ``WARNS_BEFORE``), if any."""
+    if key in WARNS_BEFORE:
+        return WARNS_BEFORE[key]
+    for warn, limit in WARNS_BEFORE.items():
+        if limit == key:
+            return warn
+    return None
 
 
 # --------------------------------------------------------------------------- documents
@@ -287,6 +369,11 @@ def _read_toml(path: Path) -> tuple[dict[str, Any], str]:
         raise ConfigError(
             f"not valid TOML: {exc}", file=str(path), line=int(m.group(1)) if m else None
         ) from exc
+    except RecursionError:
+        raise ConfigError(
+            "not valid TOML for fuzeguard: arrays or tables nested too deeply to read (no "
+            "setting nests more than one level)", file=str(path)
+        ) from None
 
 
 def _parse(
@@ -297,7 +384,14 @@ def _parse(
     values: dict[str, Any] = {}
     functions: dict[str, dict[str, Any]] = {}
     tables = (*SECTIONS, "functions")
+    if not isinstance(data, Mapping):
+        raise ConfigError(
+            f"a config must be a mapping of tables such as {{\"defaults\": {{...}}}}, got "
+            f"{type(data).__name__}", file=source.label
+        )
     for table, body in data.items():
+        if not isinstance(table, str):
+            raise ConfigError(f"table names must be strings, got {table!r}", file=source.label)
         if table not in tables:
             if table in specs:
                 raise source.error(
@@ -312,6 +406,11 @@ def _parse(
             raise source.error(f"`{table}` must be a table, like [{table}]", table)
         if table == "functions":
             for fn, fn_body in body.items():
+                if not isinstance(fn, str):
+                    raise ConfigError(
+                        f"function names under `functions` must be strings, got {fn!r}",
+                        file=source.label,
+                    )
                 if not isinstance(fn_body, Mapping):
                     raise source.error(
                         f"`functions.{fn}` must be a table: write [functions.{fn}] and its keys "
@@ -334,6 +433,8 @@ def _parse_table(
         )
     out: dict[str, Any] = {}
     for raw_key, value in body.items():
+        if not isinstance(raw_key, str):
+            raise source.error(f"keys of `{where}` must be strings, got {raw_key!r}", where)
         dotted = f"{where}.{raw_key}"
         key = _ALIASES.get(raw_key, raw_key)
         spec = specs.get(key)
@@ -403,6 +504,10 @@ def validate_code_options(options: Mapping[str, Any], where: str, *, run_scope: 
                 check_layer_names(out[key])
         except ValueError as exc:
             raise ConfigError(f"{where}: {key}: {exc}", key=key) from None
+    try:
+        derive(dict(out), out)
+    except ValueError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
     return out
 
 
@@ -445,6 +550,36 @@ def discover(
     return None, None
 
 
+_ENV_NAME = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_.-]*[A-Za-z0-9_])?")
+
+
+def overlay_path(folder: Path, env: str, base: Path | None, where: str) -> Path:
+    """The overlay file ``fuze.<env>.toml`` in ``folder``, the base file's folder.
+
+    Raises ConfigError for a name that could reach outside that folder (a path separator, ``..``)
+    and for a name with no file, listing the environments that do have one.
+    """
+    if not _ENV_NAME.fullmatch(env) or ".." in env:
+        raise ConfigError(
+            f"{where} is not an environment name: use letters, digits, '_', '-' and '.', such as "
+            "production or staging-eu (the overlay is fuze.NAME.toml beside the base file; a "
+            "path cannot be given here)"
+        )
+    overlay = folder / f"fuze.{env}.toml"
+    if not overlay.is_file():
+        found = sorted(
+            p.name[len("fuze.") : -len(".toml")] for p in folder.glob("fuze.?*.toml") if p.is_file()
+        )
+        beside = f"beside {base}" if base is not None else f"in {folder} (no base config file)"
+        known = f"; environments with a file: {', '.join(found)}" if found else ""
+        raise ConfigError(
+            f"{where} names no file: there is no {overlay.name} {beside}{known}"
+            + _did_you_mean(env, found).replace("`", "'")
+            + "; create the file or fix the name"
+        )
+    return overlay
+
+
 class Config:
     """An effective configuration: file values over built-in defaults, plus per-function tables.
 
@@ -474,7 +609,8 @@ class Config:
     def _check(self) -> None:
         for fn, table in [(None, {}), *self._functions.items()]:
             try:
-                check_combination({**defaults(), **self._values, **table})
+                values = derive({**defaults(), **self._values, **table}, {*self._values, *table})
+                check_combination(values)
             except ValueError as exc:
                 raise self._combination_error(fn, table, str(exc)) from None
 
@@ -501,7 +637,10 @@ class Config:
 
         ``env`` defaults to ``FUZE_ENV``; the overlay is ``fuze.<env>.toml`` beside the base file.
         """
-        env = os.environ.get("FUZE_ENV") or None if env is None else env
+        where = f"environment {env!r}"
+        if env is None:
+            env = os.environ.get("FUZE_ENV") or None
+            where = f"FUZE_ENV={env!r}"
         prefix: str | None
         if path is None:
             base, prefix = discover()
@@ -519,14 +658,20 @@ class Config:
             layers.append((base, prefix))
         if env:
             folder = base.parent if base is not None else Path.cwd()
-            overlay = folder / f"fuze.{env}.toml"
-            if overlay.is_file():
-                layers.append((overlay, None))
+            layers.append((overlay_path(folder, env, base, where), None))
         for file, pre in layers:
             data, text = _read_toml(file)
             if pre:
                 for part in pre.split("."):
-                    data = data.get(part, {}) if isinstance(data, Mapping) else {}
+                    if not isinstance(data, Mapping):
+                        break
+                    data = data.get(part, {})
+                if not isinstance(data, Mapping):
+                    raise ConfigError(
+                        f"`{pre}` must be a table: write [{pre}] and its keys beneath it, or "
+                        f"remove it (it is {type(data).__name__} {data!r})",
+                        file=str(file), key=pre, line=_line_of(text, pre),
+                    )
             v, f = _parse(data, _Source(str(file), text, pre + "." if pre else ""))
             values.update(v)
             origins.update({k: str(file) for k in v})
@@ -551,18 +696,45 @@ class Config:
             {**self._values, **values}, self._functions, origins=origins, files=self.files, env=self.env
         )
 
-    def settings_for(self, fn: str | None = None) -> dict[str, Any]:
-        """Every key's effective value for function ``fn`` (or for the run when None)."""
+    def settings_for(
+        self, fn: str | None = None, *, overrides: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """Every key's effective value for function ``fn`` (or for the run when None).
+
+        ``overrides`` are a guard's validated code settings, applied last. Defaults that follow
+        another key (an early warning and its limit) follow the values set here. Raises
+        ConfigError when ``overrides`` contradict a value set elsewhere.
+        """
         out = {**defaults(), **self._values}
+        explicit = set(self._values)
         if fn is not None and fn in self._functions:
-            out.update(self._functions[fn])
-        return out
+            table = self._functions[fn]
+            out.update(table)
+            explicit.update(table)
+        if overrides:
+            out.update(overrides)
+            explicit.update(overrides)
+        try:
+            return derive(out, explicit)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
 
     def origin_of(self, key: str, fn: str | None = None) -> str:
-        """Where a key's effective value comes from: ``"default"``, a file path, or ``"code"``."""
+        """Where a key's effective value comes from: ``"default"``, a file path, or ``"code"``.
+
+        A default that follows another key is ``"default, following KEY"`` when it does.
+        """
         if fn is not None and f"functions.{fn}.{key}" in self._origins:
             return f"[functions.{fn}] in {self._origins[f'functions.{fn}.{key}']}"
-        return self._origins.get(key, "default")
+        origin = self._origins.get(key, "default")
+        other = follows(key)
+        if (
+            origin == "default"
+            and other is not None
+            and self.settings_for(fn)[key] != schema()[key].default
+        ):
+            return f"default, following {other}"
+        return origin
 
     @property
     def functions(self) -> tuple[str, ...]:

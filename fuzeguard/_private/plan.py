@@ -221,8 +221,10 @@ def build_plan(
     """Resolve a guard's settings (defaults < file < [functions.NAME] < code) into a plan."""
     from fuzeguard.layers import BUILTIN_LAYERS
 
-    values = config.settings_for(name)
-    values.update(options)
+    try:
+        values = config.settings_for(name, overrides=options)
+    except ConfigError as exc:
+        raise ConfigError(f"guard({name}): {exc}") from None
     settings = Settings(**{f.name: values[f.name] for f in dataclasses.fields(Settings)})
     exempt = set(settings.exempt_from)
     chosen = layer_objects if layer_objects is not None else settings.layers
