@@ -176,6 +176,6 @@ def test_cycle_lengths_are_configurable() -> None:
 
 def test_cycle_settings_are_validated() -> None:
     with pytest.raises(ConfigError, match="cycle_warn_repeats"):
-        Config.from_dict({"loop_detection": {"cycle_warn_repeats": 5}})
+        Config.from_dict({"loop_detection": {"cycle_repeats": 4, "cycle_warn_repeats": 5}})
     with pytest.raises(ConfigError, match="cycle_min_length"):
         Config.from_dict({"loop_detection": {"cycle_min_length": 5, "cycle_max_length": 3}})
