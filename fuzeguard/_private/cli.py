@@ -335,7 +335,8 @@ def replay(
         print(f"fuze replay: {exc}", file=err)
         return EXIT_USAGE
     files = list(trace_files(paths))
-    missing = [p for p in files if p != "-" and not os.path.isfile(p)]
+    # Not only regular files: a FIFO (``<(zcat old.jsonl.gz)``) or a device is read as a stream.
+    missing = [p for p in files if p != "-" and (not os.path.exists(p) or os.path.isdir(p))]
     if missing:
         for p in missing:
             print(f"fuze replay: no such trace file: {p}", file=err)
@@ -344,7 +345,7 @@ def replay(
         if os.path.isdir(p) and not any(f.startswith(os.path.join(p, "")) for f in files):
             print(f"fuze replay: warning: no .jsonl traces in directory {p}", file=err)
 
-    sizes = [os.path.getsize(p) if p != "-" else 0 for p in files]
+    sizes = [os.path.getsize(p) if p != "-" and os.path.isfile(p) else 0 for p in files]
     show = progress if progress is not None else (
         err.isatty() and (len(files) >= PROGRESS_TRACES or sum(sizes) >= PROGRESS_BYTES)
     )
@@ -393,7 +394,7 @@ def replay(
         total_runs += summary.runs
         total_detections += summary.detected
         killed += len(summary.kills)
-        problems += len(summary.problems)
+        problems += summary.problem_count
         for key, n in summary.by_layer.items():
             by_layer[key] = by_layer.get(key, 0) + n
         for key, n in summary.by_action.items():

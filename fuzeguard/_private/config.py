@@ -241,6 +241,15 @@ def coerce(spec: FieldSpec, value: Any, *, from_code: bool) -> Any:
     return out
 
 
+def plain_data_key(key: str) -> bool:
+    """Whether ``key`` holds plain data that a trace may record and replay may apply: a known key
+    that can hold neither code nor the name of code (``embed``, ``cost``, ``skip_value``) nor a
+    path that replaying would write to (``trace``)."""
+    key = _ALIASES.get(key, key)
+    spec = schema().get(key)
+    return spec is not None and key not in _CALLABLE_OK and spec.type not in ("path", "any")
+
+
 def check_layer_names(names: Iterable[Any]) -> None:
     from fuzeguard.layers import BUILTIN_LAYERS
 

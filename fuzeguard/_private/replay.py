@@ -6,24 +6,33 @@ the live guard does. Each function's layers are resolved by name exactly as a li
 (defaults < config file < ``[functions.NAME]`` < the guard's code settings recorded in the trace).
 Time comes from the lines' ``ts``, so ``max_duration`` fires where it did live.
 
-Rules, from issue 4: a missing ``result``/``error``/``cost``/``ts`` is unknown; after a kill the
-rest of that run is not evaluated; a skipped call is not executed; every trace (and every run
-inside one trace file) is an independent run; a malformed line is reported with file and line
-number and the rest is replayed.
+Rules: a missing ``result``/``error``/``cost``/``ts`` is unknown; after a kill the rest of that
+run is not evaluated; a skipped call is not executed; every trace (and every run inside one trace
+file) is an independent run.
+
+A trace is data, never code: of the settings a trace records, replay applies only plain data
+(``plain_data_key``: numbers, switches, action and layer names), validated as code settings are,
+and ignores, with one notice per trace, those that may name code or files (``embed``, ``cost``,
+``skip_value``, ``trace``). Layers are built-in names only.
+
+One hostile line never ends a replay: every line is read with a bounded length, parsed with a
+bounded depth, and checked field by field; whatever is wrong with it is reported once, with file
+and line number, and the rest is replayed. A line glued to the fragment of a line a killed writer
+left unfinished is recovered.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import json.scanner
+import math
 import os
 import sys
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import IO, Any
 
-from fuzeguard._private.config import Config, validate_code_options
+from fuzeguard._private.config import Config, plain_data_key, schema, validate_code_options
 from fuzeguard._private.exceptions import ConfigError
 from fuzeguard._private.kinds import KINDS
 from fuzeguard._private.outcome import TEXT_ERROR
@@ -36,6 +45,20 @@ _scanner: Callable[[str, int], tuple[Any, int]] = json.scanner.make_scanner(
     json.JSONDecoder()  # type: ignore[arg-type]  # typeshed types the context as the class
 )
 _NUMBER = (int, float)
+
+# The longest line read (in characters). Lines are at most a few times trace_max_result_bytes
+# long (64 KiB by default); a longer one is reported and skipped. If its end does not come within
+# as many characters again, the input is taken for something that is not a trace (``fuze replay
+# -`` reading /dev/zero) and the rest of it is not read.
+MAX_LINE = 1 << 28
+# The deepest nesting a line may have. The writer cuts values at 64 levels, and a tagged value
+# takes at most three JSON levels per level of the value.
+MAX_LINE_DEPTH = 200
+# Positions tried when looking for a whole line glued to the fragment of a torn one.
+_RECOVER_TRIES = 16
+# Problems kept in a summary; all are counted and passed to ``on_problem``.
+KEEP_PROBLEMS = 1000
+_LINE_START = '{"fn":'
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +107,9 @@ class TraceSummary:
     """What replaying one trace found.
 
     ``detections`` holds the first ``Replayer.keep`` detections (all by default); ``detected``,
-    ``by_layer`` and ``by_action`` count every one.
+    ``by_layer`` and ``by_action`` count every one. ``problems`` holds the first ``KEEP_PROBLEMS``
+    problems and ``problem_count`` counts them all. ``ignored_settings`` names the settings the
+    trace recorded that replay ignored because they may name code or files.
     """
 
     trace: str
@@ -97,6 +122,8 @@ class TraceSummary:
     problems: list[Problem] = field(default_factory=list)
     kills: list[ReplayedDetection] = field(default_factory=list)
     not_evaluated: int = 0
+    problem_count: int = 0
+    ignored_settings: set[str] = field(default_factory=set)
 
 
 class _Clock:
@@ -116,17 +143,123 @@ def _replayed(**arguments: Any) -> None:
 
 
 _error_types: dict[str, type[Exception]] = {}
+_MAX_ERROR_TYPES = 4096
 
 
 def _error_object(text: str) -> Exception:
-    """An exception of the recorded class name, for layers that look at the error."""
+    """An exception of the recorded class name, for layers that look at the error.
+
+    The class is made here (a plain ``Exception`` subclass with that name): nothing named by the
+    trace is imported."""
     name, _, message = text.partition(": ")
     if not name.isidentifier():
         name, message = "Exception", text
     cls = _error_types.get(name)
     if cls is None:
-        cls = _error_types[name] = type(name, (Exception,), {"__module__": "fuzeguard.replayed"})
+        cls = type(name, (Exception,), {"__module__": "fuzeguard.replayed"})
+        if len(_error_types) < _MAX_ERROR_TYPES:
+            _error_types[name] = cls
     return cls(message)
+
+
+def _finite(value: Any) -> float | None:
+    """``value`` as a float if it is a finite JSON number, else None (a 400-digit integer too)."""
+    if type(value) not in _NUMBER:
+        return None
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _show(value: Any, limit: int = 60) -> str:
+    """A short repr of a value read from a trace, for messages."""
+    if type(value) is int and not -(10**40) < value < 10**40:
+        return f"a {len(str(abs(value)))}-digit integer"
+    try:
+        text = repr(value)
+    except ValueError:
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _clip(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _too_deep(value: Any, limit: int) -> bool:
+    """Whether a parsed line nests more than ``limit`` levels (walked without recursion)."""
+    stack = [(value, 1)]
+    pop, push = stack.pop, stack.append
+    while stack:
+        item, depth = pop()
+        if depth > limit:
+            return True
+        children = item.values() if type(item) is dict else item
+        for child in children:
+            if type(child) is dict or type(child) is list:
+                push((child, depth + 1))
+    return False
+
+
+def _code_free(
+    recorded: Mapping[Any, Any], summary: TraceSummary, note: Callable[[str], None]
+) -> dict[str, Any]:
+    """The recorded settings replay may apply: everything but keys that may name code or files,
+    which are left out with a notice the first time a trace has them."""
+    out: dict[str, Any] = {}
+    ignored: list[str] = []
+    for key, value in recorded.items():
+        if type(key) is str and key in schema() and not plain_data_key(key):
+            ignored.append(key)
+        else:
+            out[str(key)] = value
+    new = sorted(k for k in ignored if k not in summary.ignored_settings)
+    if new:
+        summary.ignored_settings.update(new)
+        note(
+            f"settings recorded in the trace that can name code or files are ignored: "
+            f"{', '.join(new)} (replay never imports, calls or writes anything a trace names; "
+            "set them in the config given to replay)"
+        )
+    return out
+
+
+class _Overlong:
+    """Stands in for a line longer than the reader's limit; ``ended`` is False when no end of
+    line came within twice the limit and reading stopped."""
+
+    __slots__ = ("ended", "size")
+
+    def __init__(self, size: int, ended: bool) -> None:
+        self.size = size
+        self.ended = ended
+
+
+def bounded_lines(stream: IO[str], limit: int = MAX_LINE) -> Iterator[str | _Overlong]:
+    """The lines of a text stream, each at most ``limit`` characters: a longer line is read
+    through (without keeping it) and yielded as an ``_Overlong``. Memory stays bounded on any
+    input, and endless input without newlines ends after twice the limit."""
+    readline = stream.readline
+    while True:
+        line = readline(limit + 1)
+        if len(line) <= limit or (len(line) == limit + 1 and line[-1] == "\n"):
+            if not line:
+                return
+            yield line
+            continue
+        size = len(line)
+        del line
+        while True:
+            piece = readline(min(limit, 1 << 20))
+            size += len(piece)
+            if not piece or piece[-1] == "\n":
+                yield _Overlong(size - (piece[-1:] == "\n"), True)
+                break
+            if size > 2 * limit:
+                yield _Overlong(size, False)
+                return
 
 
 class _RunReplay:
@@ -140,7 +273,8 @@ class _RunReplay:
     ) -> None:
         if code and isinstance(info, dict) and isinstance(info.get("settings"), dict):
             try:
-                values = validate_code_options(info["settings"], "trace run_info", run_scope=True)
+                recorded = _code_free(info["settings"], summary, problem)
+                values = validate_code_options(recorded, "trace run_info", run_scope=True)
                 config = config.with_values(values, origin="code (recorded in the trace)")
             except (ConfigError, TypeError) as exc:
                 problem(f"run settings recorded in the trace ignored: {exc}")
@@ -162,7 +296,7 @@ class _RunReplay:
         layers: tuple[str, ...] | None = None
         recorded = line.get("guard")
         if self.code and isinstance(recorded, dict):
-            raw = dict(recorded)
+            raw = _code_free(recorded, self.summary, problem)
             names = raw.pop("layers", None)
             if isinstance(names, list):
                 known = tuple(n for n in names if isinstance(n, str) and n in BUILTIN_LAYERS)
@@ -170,7 +304,7 @@ class _RunReplay:
                 if unknown:
                     problem(
                         f"`{fn}` used custom layers that replay cannot run: "
-                        f"{', '.join(map(str, unknown))}"
+                        f"{', '.join(_show(n) for n in unknown)}"
                     )
                 layers = known
             try:
@@ -197,6 +331,7 @@ class Replayer:
     ignores the settings the traced code passed to ``guard()``/``run()`` so that the config alone
     decides (for tuning keys that code sets). ``keep`` bounds how many detections each summary
     keeps (None: all), so that a huge trace full of detections replays in bounded memory.
+    ``max_line`` is the longest line read, in characters (longer ones are reported and skipped).
     """
 
     def __init__(
@@ -207,43 +342,66 @@ class Replayer:
         on_problem: Callable[[Problem], object] | None = None,
         use_code_settings: bool = True,
         keep: int | None = None,
+        max_line: int = MAX_LINE,
     ) -> None:
         self.config = config
         self.on_detection = on_detection
         self.on_problem = on_problem
         self.use_code_settings = use_code_settings
         self.keep = keep
+        self.max_line = max_line
 
     def replay_file(
         self, path: str, *, progress: Callable[[int], object] | None = None
     ) -> TraceSummary:
-        """Replay one trace file (``-`` reads standard input). ``progress`` gets characters read.
+        """Replay one trace file (``-`` reads standard input; a FIFO or another stream works as
+        a path too). ``progress`` gets characters read.
 
         Bytes that are not UTF-8 are read as U+FFFD: such a line still replays if it is JSON.
         """
         if path == "-":
             with open(sys.stdin.fileno(), encoding="utf-8", errors="replace", closefd=False) as stdin:
-                return self.replay_lines(stdin, path, progress=progress)
+                return self.replay_lines(bounded_lines(stdin, self.max_line), path, progress=progress)
         with open(path, encoding="utf-8", errors="replace") as f:
-            return self.replay_lines(f, path, progress=progress)
+            return self.replay_lines(bounded_lines(f, self.max_line), path, progress=progress)
 
     def replay_lines(
         self,
-        lines: Iterable[bytes | str],
+        lines: Iterable[bytes | str | _Overlong],
         label: str,
         *,
         progress: Callable[[int], object] | None = None,
     ) -> TraceSummary:
-        """Replay an iterable of trace lines; ``label`` names the trace in reports."""
+        """Replay an iterable of trace lines; ``label`` names the trace in reports.
+
+        Whatever is wrong with a line is reported once (one ``Problem`` per line) and the rest
+        of the trace is replayed.
+        """
         summary = TraceSummary(label)
-        runs: dict[Any, _RunReplay] = {}
+        runs: dict[str | None, _RunReplay] = {}
         scan = _scanner
         position = 0
         done = 0
         lineno = 0
+        notes: list[str] = []
+        note = notes.append
 
         for lineno, raw in enumerate(lines, start=1):
-            line = raw if type(raw) is str else raw.decode("utf-8", "replace")  # type: ignore[union-attr]
+            if type(raw) is str:
+                line = raw
+            elif type(raw) is _Overlong:
+                position += 1
+                if progress is not None:
+                    done += raw.size
+                if not raw.ended:
+                    self._problem(summary, lineno, f"no end of line in {raw.size:,} characters: "
+                                  "this is not a trace; the rest of it is not read")
+                    break
+                self._problem(summary, lineno, f"a line of {raw.size:,} characters, longer than "
+                              f"the {self.max_line:,} a trace line may have; line skipped")
+                continue
+            else:
+                line = raw.decode("utf-8", "replace")  # type: ignore[union-attr]
             if progress is not None:
                 done += len(line)
                 if lineno & 0x3FFF == 0:
@@ -255,19 +413,26 @@ class Replayer:
                     obj, end = scan(line, 0)
                     if end < len(line) and line[end:].strip():
                         obj = None
-                except (ValueError, StopIteration):
+                except (ValueError, StopIteration, RecursionError):
                     obj = None
             elif not line.strip():
                 continue
             position += 1
             if obj is None:
-                try:
-                    obj = json.loads(line)
-                except ValueError as exc:
-                    self._problem(summary, lineno, f"not valid JSON ({exc}); line skipped")
+                obj, recovered = self._parse_bad(line, summary, lineno)
+                if obj is None:
                     continue
+                position += recovered  # the whole line after a torn one is a call of its own
             if type(obj) is not dict:
                 self._problem(summary, lineno, "not a JSON object; line skipped")
+                continue
+            if (
+                len(line) > 2 * MAX_LINE_DEPTH
+                and line.count("[") + line.count("{") > MAX_LINE_DEPTH
+                and _too_deep(obj, MAX_LINE_DEPTH)
+            ):
+                self._problem(summary, lineno, f"nested more than {MAX_LINE_DEPTH} levels deep "
+                              "(a trace line never is); line skipped")
                 continue
             fn = obj.get("fn")
             if type(fn) is not str or not fn:
@@ -275,26 +440,71 @@ class Replayer:
                                                "line skipped")
                 continue
             key = obj.get("run")
-            state = runs.get(key)
-            if state is None:
-                state = runs[key] = _RunReplay(
-                    self.config, obj.get("run_info"), summary,
-                    key if isinstance(key, str) else None, self.use_code_settings,
-                    functools.partial(self._problem, summary, lineno),
-                )
-            if state.dead:
-                summary.not_evaluated += 1
-                continue
-            self._feed(state, obj, fn, line, position, lineno, summary)
+            if key is not None and type(key) is not str:
+                note(f'"run" must be a string, got {_show(key)}; replayed in the run of the lines '
+                     'without "run"')
+                key = None
+            try:
+                state = runs.get(key)
+                if state is None:
+                    state = runs[key] = _RunReplay(
+                        self.config, obj.get("run_info"), summary, key, self.use_code_settings,
+                        note,
+                    )
+                if state.dead:
+                    summary.not_evaluated += 1
+                else:
+                    self._feed(state, obj, fn, line, position, lineno, summary, note)
+            except OSError:
+                raise  # our own output failed (a closed pipe): not the trace's fault
+            except Exception as exc:
+                # Whatever a line holds, it must not end the replay of the others.
+                note(f"could not be replayed ({type(exc).__name__}: {_clip(str(exc))}); "
+                     "line skipped")
+            if notes:
+                self._problem(summary, lineno, "; ".join(notes))
+                notes.clear()
         if progress is not None:
             progress(done)
         summary.calls = position
         summary.runs = len(runs)
         return summary
 
+    def _parse_bad(self, line: str, summary: TraceSummary, lineno: int) -> tuple[Any, bool]:
+        """Parse a line the fast path could not: report the JSON error, or recover a whole line
+        glued to the fragment of a torn one (then True). None when nothing can be replayed."""
+        try:
+            return json.loads(line), False  # not a JSON object, or not starting with "{"
+        except RecursionError:
+            why = "nested too deeply to read"
+        except ValueError as exc:
+            why = f"not valid JSON ({_clip(str(exc))})"
+        find = line.find
+        start = 0
+        for _ in range(_RECOVER_TRIES):
+            start = find(_LINE_START, start + 1)
+            if start < 0:
+                break
+            try:
+                obj, end = _scanner(line, start)
+            except (ValueError, StopIteration, RecursionError):
+                continue
+            if type(obj) is dict and not line[end:].strip():
+                self._problem(
+                    summary, lineno,
+                    f"a torn line: its first {start:,} characters are what is left of a line "
+                    "whose writer was killed while writing it (skipped); the whole line after "
+                    "them is replayed",
+                )
+                return obj, True
+        self._problem(summary, lineno, f"{why}; line skipped")
+        return None, False
+
     def _problem(self, summary: TraceSummary, lineno: int, message: str) -> None:
         problem = Problem(summary.trace, lineno, message)
-        summary.problems.append(problem)
+        summary.problem_count += 1
+        if len(summary.problems) < KEEP_PROBLEMS:
+            summary.problems.append(problem)
         if self.on_problem is not None:
             self.on_problem(problem)
 
@@ -307,10 +517,8 @@ class Replayer:
         position: int,
         lineno: int,
         summary: TraceSummary,
+        problem: Callable[[str], None],
     ) -> None:
-        def problem(message: str) -> None:
-            self._problem(summary, lineno, message)
-
         plan = state.plans.get(fn)
         if plan is None:
             plan = state.plan(fn, obj, problem)
@@ -321,9 +529,11 @@ class Replayer:
 
         # Parse everything before the run changes, so a bad line leaves no half-made call.
         ts = get("ts")
-        if ts is not None and type(ts) not in _NUMBER:
-            problem(f'"ts" must be a number of seconds, got {ts!r}; treated as unknown')
-            ts = None
+        if ts is not None:
+            ts = _finite(ts)
+            if ts is None:
+                problem(f'"ts" must be a finite number of seconds, got {_show(get("ts"))}; '
+                        "treated as unknown")
         tagged = TAG in raw
         args = get("args")
         if args is not None and type(args) is not dict:
@@ -346,9 +556,17 @@ class Replayer:
             problem("a fingerprint is not a hex string; line skipped")
             return
         cost = get("cost")
-        if cost is not None and (type(cost) not in _NUMBER or cost != cost):
-            problem(f'"cost" must be a number, got {cost!r}; treated as unknown')
-            cost = None
+        if cost is not None:
+            cost = _finite(cost)
+            if cost is None:
+                problem(f'"cost" must be a finite number, got {_show(get("cost"))}; treated as '
+                        "unknown")
+        duration = get("duration")
+        if duration is not None:
+            duration = _finite(duration)
+            if duration is None:
+                problem(f'"duration" must be a finite number of seconds, got '
+                        f'{_show(get("duration"))}; treated as unknown')
         error = get("error")
         if error is not None and type(error) is not str:
             error = str(error)
@@ -356,7 +574,7 @@ class Replayer:
         if "reset" in obj or "turn" in obj or "extra_cost" in obj:
             self._run_events(run, obj, problem)
         if ts is not None:
-            state.clock.now = float(ts)
+            state.clock.now = ts
 
         kind = get("kind")
         call, decision = run._decide(plan, args_fp, args, kind if kind in KINDS else None)
@@ -394,7 +612,6 @@ class Replayer:
         if plan.result_features or plan.call_features:
             error_obj = _error_object(error) if error is not None else None
             features = plan.features(args, result, error_obj)
-        duration = get("duration")
         record = CallRecord(
             fn=fn,
             index=call.index,
@@ -402,8 +619,8 @@ class Replayer:
             result_fp=result_fp,
             error=failed if error is None else _error_name(error),
             cost=cost or None,
-            start=float(ts) if ts is not None else state.clock.now,
-            duration=float(duration) if isinstance(duration, _NUMBER) else None,
+            start=ts if ts is not None else state.clock.now,
+            duration=duration,
             features=features,
             kind=call.kind,
         )
@@ -478,10 +695,11 @@ class Replayer:
                 run._turn = turn
                 run._turn_calls = 0
             extra = obj.get("extra_cost")
-            if isinstance(extra, _NUMBER) and not isinstance(extra, bool):
-                run._cost += extra
+            amount = _finite(extra)
+            if amount is not None:
+                run._cost += amount
             elif extra is not None:
-                problem(f'"extra_cost" must be a number, got {extra!r}; ignored')
+                problem(f'"extra_cost" must be a finite number, got {_show(extra)}; ignored')
 
 
 def _error_name(text: str) -> str:
@@ -513,6 +731,7 @@ def replay(
 
 
 __all__ = [
+    "MAX_LINE",
     "Problem",
     "ReplayedDetection",
     "Replayer",

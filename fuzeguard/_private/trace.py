@@ -2,7 +2,9 @@
 
 One JSON object per call, written with a single ``write()`` as the call completes (or is killed,
 skipped or interrupted), so a crash or a kill loses nothing that was already written and lines
-from concurrent calls never interleave. ``docs/tracing.md`` documents the format; in short::
+from concurrent calls never interleave. A process killed in the middle of writing a very large
+line can leave a fragment at the end of the file; the next writer starts on a fresh line, and
+replay reports the fragment and reads every whole line. ``docs/tracing.md`` documents the format; in short::
 
     {"fn": "web_search", "args": {"query": "..."}, "result": "...", "args_fp": "<hex>",
      "result_fp": "<hex>", "cost": 0.002, "ts": 1.25, "duration": 0.3, "run": "<run id>"}
@@ -104,12 +106,32 @@ def open_recorder(path: str, run: Run) -> TraceRecorder:
             parent = os.path.dirname(path)
             if parent:
                 os.makedirs(parent, exist_ok=True)
+        torn = _ends_mid_line(target)
         flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0)
         fd = os.open(target, flags, 0o600)
     except OSError as exc:
         _failed(path, target, run, exc)
         return TraceRecorder(None, path, target, run)
-    return TraceRecorder(fd, path, target, run)
+    recorder = TraceRecorder(fd, path, target, run)
+    recorder._torn = torn
+    return recorder
+
+
+def _ends_mid_line(path: str) -> bool:
+    """Whether the file at ``path`` ends inside a line: a process killed while writing a big line
+    left a fragment there. The next line then starts with a newline of its own, so that it is not
+    glued to the fragment (replay reports the fragment and reads every whole line)."""
+    try:
+        if not os.path.isfile(path):
+            return False
+        with open(path, "rb") as f:
+            end = f.seek(0, os.SEEK_END)
+            if end == 0:
+                return False
+            f.seek(end - 1)
+            return f.read(1) != b"\n"
+    except OSError:
+        return False
 
 
 def _failed(path: str, target: str, run: Run, exc: OSError) -> None:
@@ -144,6 +166,7 @@ class TraceRecorder:
         "_ok",
         "_resets",
         "_started",
+        "_torn",
         "_turn",
         "path",
         "run",
@@ -162,6 +185,7 @@ class TraceRecorder:
         self._turn = 1
         self._cost = 0.0
         self._ok = False
+        self._torn = False
 
     @property
     def active(self) -> bool:
@@ -267,6 +291,12 @@ class TraceRecorder:
                     line["extra_cost"] = run._cost - expected
                 self._cost = run._cost
                 data = (_dumps(line) + "\n").encode("utf-8", "backslashreplace")
+                if self._torn:
+                    self._torn = False
+                    data = b"\n" + data
+                # One write() of the whole line to a file opened with O_APPEND: the line lands
+                # whole after everything already there, even with other processes appending.
+                # Only a kill in the middle of a very large write can cut it short.
                 while data:
                     written = os.write(fd, data)
                     data = data[written:]
@@ -327,10 +357,10 @@ def _run_info(run: Run) -> dict[str, Any]:
     settings = {}
     config = run.config
     values = config.settings_for(None)
-    from fuzeguard._private.config import schema
+    from fuzeguard._private.config import plain_data_key, schema
 
     for key in schema():
-        if key != "trace" and config.origin_of(key) == "code" and _plain(values[key]):
+        if plain_data_key(key) and config.origin_of(key) == "code" and _plain(values[key]):
             settings[key] = _as_json_setting(values[key])
     if settings:
         info["settings"] = settings
@@ -341,12 +371,14 @@ def code_options(plan: Plan, run: Run) -> dict[str, Any]:
     """The settings a guard resolved differently from its run's config: those set in code.
 
     Written on a function's first line so that replay applies them as the live guard did.
-    Callables (``cost=`` or ``skip_value=`` functions) cannot be written and are left out.
+    Only plain data is written (``plain_data_key``): replay ignores keys that may hold code.
     """
+    from fuzeguard._private.config import plain_data_key
+
     values = run.config.settings_for(plan.name)
     out: dict[str, Any] = {}
     for f in dataclasses.fields(Settings):
-        if f.name in ("trace", "skip_value"):
+        if not plain_data_key(f.name):
             continue
         value = getattr(plan.settings, f.name)
         if value != values.get(f.name) and _plain(value):
@@ -354,7 +386,7 @@ def code_options(plan: Plan, run: Run) -> dict[str, Any]:
     for layer in plan.layers:
         if dataclasses.is_dataclass(layer):
             for f in dataclasses.fields(layer):
-                if f.name in values and f.name not in out:
+                if f.name in values and f.name not in out and plain_data_key(f.name):
                     value = getattr(layer, f.name)
                     if value != values[f.name] and _plain(value):
                         out[f.name] = _as_json_setting(value)
