@@ -316,3 +316,18 @@ def test_a_run_id_that_is_not_a_string_is_reported_and_the_line_replayed(tmp_pat
     summary = _replay(path, {"defaults": {"layers": ["dedup"], "on_loop": "warn"}})
     assert [line for line, _ in _messages(summary)] == [1]
     assert [d.call for d in summary.detections] == [3]
+
+
+def test_a_trace_of_many_run_ids_replays_with_a_bounded_number_of_open_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fuzeguard._private import replay
+
+    monkeypatch.setattr(replay, "MAX_OPEN_RUNS", 3)
+    lines: list[dict[str, Any] | str] = [{"fn": "t", "run": f"r{i}"} for i in range(6)]
+    lines += [{"fn": "t", "run": "r5"}] * 2  # r5 is still open: its third call is a repeat
+    summary = _replay(_write(tmp_path / "t.jsonl", lines), {"defaults": {"layers": ["dedup"]}})
+    assert summary.runs == 6
+    assert [line for line, _ in _messages(summary)] == [4]
+    assert "more than 3 runs open at once" in summary.problems[0].message
+    assert [(d.call, d.detection.kind) for d in summary.detections] == [(8, "warning")]

@@ -58,6 +58,10 @@ MAX_LINE_DEPTH = 200
 _RECOVER_TRIES = 16
 # Problems kept in a summary; all are counted and passed to ``on_problem``.
 KEEP_PROBLEMS = 1000
+# Runs of one trace file replayed at once. Runs sharing a file interleave, but only a few at a
+# time; past this many, the run that started first is closed, so a trace of a million run ids
+# replays in bounded memory.
+MAX_OPEN_RUNS = 10_000
 _LINE_START = '{"fn":'
 
 
@@ -385,6 +389,7 @@ class Replayer:
         lineno = 0
         notes: list[str] = []
         note = notes.append
+        started = closed = 0
 
         for lineno, raw in enumerate(lines, start=1):
             if type(raw) is str:
@@ -447,6 +452,14 @@ class Replayer:
             try:
                 state = runs.get(key)
                 if state is None:
+                    if len(runs) >= MAX_OPEN_RUNS:
+                        if not closed:
+                            note(f"more than {MAX_OPEN_RUNS:,} runs open at once: from here on "
+                                 "the run that started first is closed when another starts (a "
+                                 "later line of a closed run starts it afresh)")
+                        del runs[next(iter(runs))]
+                        closed += 1
+                    started += 1
                     state = runs[key] = _RunReplay(
                         self.config, obj.get("run_info"), summary, key, self.use_code_settings,
                         note,
@@ -467,7 +480,7 @@ class Replayer:
         if progress is not None:
             progress(done)
         summary.calls = position
-        summary.runs = len(runs)
+        summary.runs = started
         return summary
 
     def _parse_bad(self, line: str, summary: TraceSummary, lineno: int) -> tuple[Any, bool]:
