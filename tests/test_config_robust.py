@@ -353,3 +353,24 @@ def test_fuze_check_with_an_unknown_environment_exits_2(
     status, out, err = check_output(path, capsys, env="prodution")
     assert (status, out) == (2, "")
     assert "fuze.prodution.toml" in err and "Traceback" not in err
+
+
+def test_a_derived_warning_replays_as_it_fired_live(tmp_path: Path) -> None:
+    """The trace records the guard's code settings; replay derives the same warning threshold."""
+    from fuzeguard._private.replay import Replayer
+    from fuzeguard.testing import capture_detections
+
+    @guard(repeat_threshold=2, on_loop="warn")
+    def search(q: str) -> str:
+        return "same"
+
+    trace = tmp_path / "t.jsonl"
+    with capture_detections() as live, fuzeguard.run(config=Config(), trace=str(trace)):
+        for _ in range(4):
+            search("x")
+    summary = Replayer(Config()).replay_file(str(trace))
+    replayed = [(d.detection.call_index, d.detection.kind) for d in summary.detections]
+    assert replayed == [(d.call_index, d.kind) for d in live] == [
+        (2, "warning"), (3, "loop"), (4, "loop")
+    ]
+    assert summary.problems == []
