@@ -162,10 +162,11 @@ def test_fail_open_runs_the_call_when_the_guard_itself_fails() -> None:
             raise ZeroDivisionError("bug in a layer")
 
     tool = guard(lambda q: "r", name="t", layers=[Broken()])
-    with structlog.testing.capture_logs() as logs, fuzeguard.run():
+    with structlog.testing.capture_logs() as logs, fuzeguard.run() as run:
         assert tool("q") == "r"
-    assert logs[0]["event"] == "fuzeguard.internal_error"
+    assert logs[0]["event"] == "fuzeguard.layer_failed"
     assert "bug in a layer" in logs[0]["error"]
+    assert run.stats().layer_errors == {"broken": 1}
 
 
 def test_fail_closed_refuses_the_call_when_the_guard_itself_fails() -> None:
@@ -186,7 +187,7 @@ def test_a_failing_cost_function_never_breaks_the_call() -> None:
     tool = guard(lambda q: "r", name="t", cost=lambda result: 1 / 0)
     with structlog.testing.capture_logs() as logs, fuzeguard.run():
         assert tool("q") == "r"
-    assert any(e["event"] == "fuzeguard.internal_error" for e in logs)
+    assert any(e["event"] == "fuzeguard.cost_failed" for e in logs)
 
 
 def test_on_detect_hooks_receive_each_detection() -> None:

@@ -199,20 +199,26 @@ def test_a_directory_stands_for_its_jsonl_files_in_name_order(tmp_path: Path) ->
 def test_results_are_fingerprinted_exactly_as_the_live_guard_did(
     tmp_path: Path, result: Any
 ) -> None:
-    """A line without "result_fp" gets the fingerprint the live guard recorded: alternating
-    lines with and without it form one unbroken streak of the same result for dedup."""
+    """A line without fingerprints gets the ones the live guard computed (before they were keyed
+    for writing): four such lines form one unbroken streak of the same result for dedup."""
     import fuzeguard
     from fuzeguard import guard
+    from fuzeguard._private.records import Call
+    from fuzeguard._private.trace import decode_value
 
     @guard
     def tool(n: int) -> Any:
         return result
 
     trace = tmp_path / "live.jsonl"
-    with fuzeguard.run(config=Config(), trace=str(trace)):
+    with fuzeguard.run(config=Config(), trace=str(trace)) as run:
         tool(1)
     (line,) = [json.loads(x) for x in trace.read_text().splitlines()]
-    stripped = {k: v for k, v in line.items() if k not in ("result_fp", "run", "run_info")}
-    with_fp = {k: v for k, v in line.items() if k not in ("run", "run_info")}
-    path = _write(tmp_path / "mixed.jsonl", [with_fp, stripped, with_fp, stripped])
+    live = run.history[-1].result_fp
+    assert live is not None and line["result_fp"] == run.public_fp(live).hex()
+    plan = tool.guard.plan(run.config)  # type: ignore[attr-defined]
+    replayed, _, _ = plan.judge_result(decode_value(line["result"]), Call("tool", 1, b"", {}))
+    assert replayed == live
+    stripped = {k: v for k, v in line.items() if k not in ("result_fp", "args_fp", "run", "run_info")}
+    path = _write(tmp_path / "stripped.jsonl", [stripped] * 4)
     assert _found(_replay(path)) == [(3, "dedup", "warn"), (4, "dedup", "kill")]

@@ -27,16 +27,24 @@ def decide(
     hits: Callable[[Hashable], int],
     *,
     observe: bool = False,
+    on_error: Callable[[Layer, Call, Exception], object] | None = None,
 ) -> Decision:
     """Run every layer on ``call`` and choose what to do.
 
     A ``"limit"`` detection kills; a ``"warning"`` warns; a ``"loop"`` takes the ladder's step for
     the number of times its pattern was detected before (``hits``). The most severe action wins.
     In observe mode each detection keeps the action it would have taken and the call goes ahead.
+    A layer that raises is left out of this decision and reported to ``on_error``: one faulty
+    layer never switches the others off.
     """
     found: list[Detection] | None = None  # made only when a layer fires: most calls are quiet
     for layer in layers:
-        detection = layer.check(run, call)
+        try:
+            detection = layer.check(run, call)
+        except Exception as exc:
+            if on_error is not None:
+                on_error(layer, call, exc)
+            continue
         if detection is not None:
             if found is None:
                 found = [detection]

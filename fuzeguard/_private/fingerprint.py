@@ -82,7 +82,7 @@ def fingerprint_result(value: Any, volatile_keys: frozenset[str]) -> bytes:
     if volatile_keys and type(value) is str and value[:1] in ("{", "["):
         try:
             value = json.loads(value)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested too deep to parse: the text
             pass
     return fingerprint(value, volatile_keys)
 
@@ -390,3 +390,17 @@ def _slot_names(cls: type) -> tuple[str, ...]:
 
 def _is_numpy(t: type) -> bool:
     return getattr(t, "__module__", "").split(".", 1)[0] == "numpy"
+
+
+# Fingerprints that give nothing away and that layers compare against by value (iterations'
+# "returned None"): written as they are, so that replay reads them as the live layers saw them.
+_PUBLIC_FPS = frozenset({fingerprint(None)})
+
+
+def keyed(fp: bytes, key: bytes) -> bytes:
+    """The form of fingerprint ``fp`` written to traces and logs: keyed blake3 under ``key`` (a
+    run's random secret). Equal exactly when the fingerprints are, within one key; without the
+    key, a guess at the hashed value (a redacted password) cannot be checked against it."""
+    if fp in _PUBLIC_FPS:
+        return fp
+    return blake3(fp, key=key).digest(FINGERPRINT_BYTES)

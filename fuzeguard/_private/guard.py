@@ -18,12 +18,14 @@ from fuzeguard._private import state
 from fuzeguard._private.config import Config, validate_code_options
 from fuzeguard._private.exceptions import ConfigError, FuzeguardError, LoopDetected
 from fuzeguard._private.fastinit import new_record
+from fuzeguard._private.hooks import run_hooks
 from fuzeguard._private.log import emit
 from fuzeguard._private.otel import annotate
 from fuzeguard._private.outcome import error_text
 from fuzeguard._private.plan import Plan, build_plan
 from fuzeguard._private.records import Call, Decision, Detection
 from fuzeguard._private.run import DetectHook, Run, _as_hooks, current_run
+from fuzeguard._private.secrets import exception_text, redactor
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -103,7 +105,8 @@ class Guard:
         except ConfigError:
             raise
         except Exception as exc:
-            emit("error", "fuzeguard.internal_error", fn=self.name, phase="check", error=repr(exc))
+            emit("error", "fuzeguard.internal_error", fn=self.name, phase="check",
+                 error=exception_text(exc))
             if plan is not None and plan.settings.fail_closed:
                 raise FuzeguardError(
                     f"fuzeguard failed while checking a call to {self.name} and fail_closed is on, "
@@ -118,7 +121,7 @@ class Guard:
         if action == "skip":
             assert decision.detection is not None
             _refused(run, plan, call, decision)
-            return Skipped(_replacement(plan, decision.detection))
+            return Skipped(_replacement(plan, decision.detection, run))
         assert decision.detection is not None
         if decision.detections:
             _refused(run, plan, call, decision)
@@ -139,19 +142,15 @@ class Guard:
                 "count": detection.count,
                 "threshold": detection.threshold,
                 "similarity": detection.similarity,
-                "args_fp": call.args_fp.hex(),
+                "args_fp": run.public_fp(call.args_fp).hex(),
                 "message": detection.message,
             }
             if plan.settings.log_values:
-                fields["args"] = _short_repr(call.arguments)
+                fields["args"] = _logged_args(call.arguments, plan)
             event = "fuzeguard.limit_reached" if detection.kind == "limit" else "fuzeguard.loop_detected"
             emit("warning", event, **fields)
-            for hook in (*run.hooks, *self.hooks):
-                try:
-                    hook(detection)
-                except Exception as exc:
-                    emit("error", "fuzeguard.hook_failed", hook=_short_repr(hook), error=repr(exc),
-                         fn=detection.fn, run_id=run.id)
+            if run.hooks or self.hooks:
+                run_hooks((*run.hooks, *self.hooks), detection, run.id)
             for sink in state.captures:
                 sink.append(detection)
         if decision.action == "kill" and decision.detection is not None:
@@ -163,13 +162,30 @@ class Guard:
             annotate(decision.detections, killed, run.id)
 
 
-def _replacement(plan: Plan, detection: Detection) -> Any:
+def _replacement(plan: Plan, detection: Detection, run: Run) -> Any:
+    """What a skipped call returns. A ``skip_value`` function that raises is logged and the
+    detection's message is returned instead: the agent gets an answer, never the hook's error."""
     value = plan.settings.skip_value
     if value is None:
         return detection.message
     if callable(value):
-        return value(detection)
+        try:
+            return value(detection)
+        except Exception as exc:
+            emit("error", "fuzeguard.skip_value_failed", fn=detection.fn, run_id=run.id,
+                 error=exception_text(exc),
+                 message="the skip_value function raised; the call was answered with the "
+                 "detection's message instead")
+            return detection.message
     return value
+
+
+def _logged_args(arguments: Any, plan: Plan) -> str:
+    """The arguments as logged with ``log_values = true``: redacted and scrubbed, then cut."""
+    from fuzeguard._private.trace import encode_value
+
+    red = redactor(plan.settings.redact)
+    return _short_repr(encode_value(arguments, red))
 
 
 def _refused(
@@ -185,7 +201,8 @@ def _refused(
         try:
             recorder.write_refused(plan, call, decision, start, chunks)
         except Exception as exc:
-            emit("error", "fuzeguard.internal_error", fn=call.fn, phase="trace", error=repr(exc))
+            emit("error", "fuzeguard.internal_error", fn=call.fn, phase="trace",
+                 error=exception_text(exc))
 
 
 def _short_repr(value: Any, limit: int = 200) -> str:
@@ -236,42 +253,64 @@ class Pending:
             _cost_box.reset(self.token)
             self.token = None
         try:
+            result_fp: bytes | None
             result_fp, failed, value = self.plan.judge_result(result, self.call)
+        except Exception as exc:  # a value the judge did not expect: recorded as unknown
+            emit("error", "fuzeguard.internal_error", fn=self.call.fn, phase="fingerprint",
+                 error=exception_text(exc))
+            result_fp, failed, value = None, None, result
+        try:
             self._record(result_fp, result, value, None, failed)
         except Exception as exc:
-            emit("error", "fuzeguard.internal_error", fn=self.call.fn, phase="record", error=repr(exc))
+            emit("error", "fuzeguard.internal_error", fn=self.call.fn, phase="record",
+                 error=exception_text(exc))
+            self.run._discard(self.call)
 
     def fail(self, error: BaseException) -> None:
         self._exit()
         if not isinstance(error, Exception) or isinstance(error, FuzeguardError):
             # Interrupted (cancelled, closed early, killed from inside): no record, but the
             # trace still gets a line so that replay counts the call as live did.
+            self.run._discard(self.call)
             _refused(self.run, self.plan, self.call, self.decision, self.t0 - self.run._start,
                      self.chunks)
             return
         try:
             self._record(self.plan.judge_error(error_text(error)), None, None, error, None)
         except Exception as exc:
-            emit("error", "fuzeguard.internal_error", fn=self.call.fn, phase="record", error=repr(exc))
+            emit("error", "fuzeguard.internal_error", fn=self.call.fn, phase="record",
+                 error=exception_text(exc))
+            self.run._discard(self.call)
 
     def _record(
         self,
-        result_fp: bytes,
+        result_fp: bytes | None,
         result: Any,
         value: Any,
         error: BaseException | None,
         failed: str | None,
     ) -> None:
         """Record the call; ``value`` is the result's skeleton and ``failed`` says whether the
-        result reads as an error (see ``Plan.judge_result``)."""
+        result reads as an error (see ``Plan.judge_result``). Each part a user function or a
+        layer computes is guarded on its own: a ``cost=`` function or a layer's extractor that
+        raises loses that part, never the record."""
         plan = self.plan
         cost = self.box[0]
         per_call = plan.settings.cost
         if per_call is not None:
-            cost += per_call(result) if callable(per_call) else per_call
+            if callable(per_call):
+                try:
+                    cost += per_call(result)
+                except Exception as exc:
+                    emit("error", "fuzeguard.cost_failed", fn=self.call.fn, run_id=self.run.id,
+                         error=exception_text(exc),
+                         message="the cost= function raised; the call is recorded without its "
+                         "cost")
+            else:
+                cost += per_call
         call = self.call
         features = (
-            plan.features(call.arguments, value, error)
+            plan.features(call.arguments, value, error, self.run._feature_failed)
             if plan.result_features or plan.call_features
             else {}
         )
@@ -435,7 +474,7 @@ class Stream:
                     self.watchers.append(watch(pending.call))
                 except Exception as exc:
                     emit("error", "fuzeguard.internal_error", fn=pending.call.fn, phase="stream",
-                         error=repr(exc))
+                         error=exception_text(exc))
 
     def chunk(self, value: Any) -> bool:
         """Take one chunk; True means the stream is to end here (a ``skip``)."""
@@ -447,7 +486,7 @@ class Stream:
                 detection = watcher.feed(value)
             except Exception as exc:
                 emit("error", "fuzeguard.internal_error", fn=self.pending.call.fn, phase="stream",
-                     error=repr(exc))
+                     error=exception_text(exc))
                 detection = None
             if detection is not None:
                 del self.watchers[i]

@@ -199,12 +199,31 @@ class Plan:
         return error_fingerprint(text)
 
     def features(
-        self, arguments: Mapping[str, Any], result: Any, error: BaseException | None
+        self,
+        arguments: Mapping[str, Any],
+        result: Any,
+        error: BaseException | None,
+        on_error: Callable[[str, Exception], object] | None = None,
     ) -> dict[str, Any]:
-        """What the layers keep of one completed call (``CallRecord.features``), live or replayed."""
-        out = {name: extract(result, error) for name, extract in self.result_features}
-        for name, extract in self.call_features:
-            out[name] = extract(arguments, result, error)
+        """What the layers keep of one completed call (``CallRecord.features``), live or replayed.
+
+        A layer whose extractor raises keeps nothing of this call (its key is left out, which
+        layers read as "nothing known") and is reported to ``on_error``; the others keep theirs.
+        """
+        out: dict[str, Any] = {}
+        for name, extract in self.result_features:
+            try:
+                out[name] = extract(result, error)
+            except Exception as exc:
+                if on_error is not None:
+                    on_error(name, exc)
+        for name, call_extract in self.call_features:
+            try:
+                out[name] = call_extract(arguments, result, error)
+            except Exception as exc:
+                out.pop(name, None)
+                if on_error is not None:
+                    on_error(name, exc)
         return out
 
     def fingerprint_args(self, arguments: Mapping[str, Any]) -> bytes:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Literal
 
 Action = Literal["kill", "warn", "skip"]
@@ -30,6 +31,11 @@ class Call:
     kind: str = "other"
 
 
+# The ``features`` of a call still in flight (``CallRecord.in_flight``): layers find nothing of
+# theirs in it, and its result is unknown until the call ends and its record takes its place.
+IN_FLIGHT: Mapping[str, Any] = MappingProxyType({})
+
+
 @dataclass(frozen=True, slots=True)
 class CallRecord:
     """What a completed call leaves in the run's history.
@@ -40,6 +46,8 @@ class CallRecord:
     see ``docs/quality.md``); ``kind`` is the call's kind. ``start`` is seconds since the run
     started. ``features`` holds what layers asked to keep about the result (for example its text),
     keyed by layer name.
+    A call that has started and not ended is in the history too, with an unknown result and
+    ``features`` ``IN_FLIGHT`` (see ``in_flight``).
     """
 
     fn: str
@@ -52,6 +60,11 @@ class CallRecord:
     duration: float | None = None
     features: Mapping[str, Any] = field(default_factory=dict, repr=False)
     kind: str = "other"
+
+    @property
+    def in_flight(self) -> bool:
+        """True while the call runs: its result is not known yet."""
+        return self.features is IN_FLIGHT
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +116,8 @@ class LimitUsage:
 class RunStats:
     """A snapshot of a run's usage: the ``/stats`` of a session.
 
-    ``calls`` counts executed calls, ``skipped`` the calls a ``skip`` action answered instead.
+    ``calls`` counts executed calls, ``skipped`` the calls a ``skip`` action answered instead;
+    ``layer_errors`` counts, per layer name, the calls a raising layer could not judge.
     """
 
     run_id: str
@@ -122,3 +136,5 @@ class RunStats:
     detections_by_layer: Mapping[str, int]
     killed: bool
     limits: Mapping[str, LimitUsage]
+    # Failures of layers that raised while judging a call, per layer name (they were left out).
+    layer_errors: Mapping[str, int] = field(default_factory=dict)

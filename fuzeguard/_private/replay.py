@@ -606,6 +606,7 @@ class Replayer:
             if not self._watch(state, plan, call, chunks, position, lineno):
                 return  # killed mid-stream
         if get("interrupted"):
+            run._discard(call)
             return  # executed but never completed: no record, as live
 
         # The same judgement as a live call's (Plan.judge_result / judge_error); an unknown

@@ -2,6 +2,13 @@
 
 A run owns all mutable state (history, counters, escalation steps) behind one lock; layers only
 read it through the ``RunView`` methods below.
+
+A call that goes ahead is part of the run from the moment it starts: while it runs, every other
+call decided in the run sees it in the history as an *in-flight* record whose result is unknown
+(``result_fp`` None, ``features`` ``IN_FLIGHT``), so layers that count calls see concurrent calls
+(``asyncio.gather``, threads, recursion) as they see sequential ones; its final record takes its
+place when it ends. In-flight records are made lazily, when another call is decided while calls
+are running: calls made one after another never need one, and pay only for a dict entry.
 """
 
 from __future__ import annotations
@@ -21,8 +28,18 @@ from fuzeguard._private.config import Config, discovered_config, validate_code_o
 from fuzeguard._private.core import action_for, decide, pattern_key
 from fuzeguard._private.exceptions import FuzeguardError
 from fuzeguard._private.fastinit import new_call, new_decision, new_record
+from fuzeguard._private.fingerprint import keyed
 from fuzeguard._private.log import emit
-from fuzeguard._private.records import Call, CallRecord, Decision, Detection, LimitUsage, RunStats
+from fuzeguard._private.records import (
+    IN_FLIGHT,
+    Call,
+    CallRecord,
+    Decision,
+    Detection,
+    LimitUsage,
+    RunStats,
+)
+from fuzeguard._private.secrets import exception_text
 
 if TYPE_CHECKING:
     from fuzeguard._private.plan import Plan
@@ -30,7 +47,10 @@ if TYPE_CHECKING:
 P = ParamSpec("P")
 R = TypeVar("R")
 
-_current: contextvars.ContextVar[Run | None] = contextvars.ContextVar("fuzeguard_run", default=None)
+# The runs entered in this context, innermost last: each task, thread or event loop that enters a
+# run keeps its own stack, so overlapping ``with run:`` blocks in different contexts never
+# disturb each other.
+_current: contextvars.ContextVar[tuple[Run, ...]] = contextvars.ContextVar("fuzeguard_run", default=())
 _implicit: Run | None = None
 _implicit_lock = threading.Lock()
 
@@ -75,23 +95,54 @@ class Recorder(Protocol):
 
 def current_run() -> Run:
     """The run the current context belongs to, or the implicit process-wide run if none is open."""
-    run = _current.get()
-    return run if run is not None else implicit_run()
+    stack = _current.get()
+    return stack[-1] if stack else implicit_run()
+
+
+def make_current(run: Run) -> contextvars.Token[tuple[Run, ...]]:
+    """Make ``run`` the current run in this context without entering it (leaving does not close
+    it): for integrations that pick a run per call. Undo with ``restore_current(token)`` in the
+    same context."""
+    return _current.set((*_current.get(), run))
+
+
+def restore_current(token: contextvars.Token[tuple[Run, ...]]) -> None:
+    """Undo ``make_current``."""
+    _current.reset(token)
 
 
 def implicit_run() -> Run:
-    """The process-wide run that calls made outside any ``fuzeguard.run()`` go to."""
+    """The process-wide run that calls made outside any ``fuzeguard.run()`` go to.
+
+    A kill ends the implicit run like any other, but it does not stay dead: the next call made
+    outside any run starts a fresh implicit run (logged as ``fuzeguard.implicit_run_restarted``),
+    so that one bad request cannot disable a long-lived process that opens no runs.
+    """
     global _implicit
-    if _implicit is None:
-        with _implicit_lock:
-            if _implicit is None:
-                _implicit = Run("implicit")
-                emit(
-                    "info", "fuzeguard.implicit_run",
-                    message="a guarded call was made outside fuzeguard.run(): it counts against the "
-                    "process-wide implicit run; open one run per task or request to keep them apart",
-                )
-    return _implicit
+    run = _implicit
+    if run is not None and run._killed is None:
+        return run
+    with _implicit_lock:
+        run = _implicit
+        if run is None:
+            run = _implicit = Run("implicit")
+            emit(
+                "info", "fuzeguard.implicit_run",
+                message="a guarded call was made outside fuzeguard.run(): it counts against the "
+                "process-wide implicit run; open one run per task or request to keep them apart",
+            )
+        elif run._killed is not None:
+            killed = run._killed
+            run.close()
+            run = _implicit = Run("implicit")
+            emit(
+                "warning", "fuzeguard.implicit_run_restarted",
+                previous_run_id=killed.run_id, run_id=run.id, layer=killed.layer, fn=killed.fn,
+                message="the implicit run was killed by a detection; calls made outside "
+                "fuzeguard.run() now go to a fresh implicit run. Open one run per task or "
+                "request so that a kill stays with the task that looped",
+            )
+    return run
 
 
 def _reset_implicit_run() -> None:
@@ -120,6 +171,8 @@ class Run:
     ) -> None:
         self.name = name
         self.id = os.urandom(6).hex()
+        # Keys the fingerprints this run writes to traces and logs (see ``public_fp``).
+        self._fp_key = os.urandom(32)
         self.config = _as_config(config)
         if settings:
             self.config = self.config.with_values(
@@ -128,16 +181,26 @@ class Run:
         self.hooks: tuple[DetectHook, ...] = _as_hooks(on_detect)
         self.started_at = time.time()
         self._lock = threading.Lock()
-        self._tokens: list[contextvars.Token[Run | None]] = []
+        # How many ``with`` blocks (in any task, thread or loop) are inside the run right now.
+        self._entered = 0
         self._capacity = MIN_HISTORY
         self._recorder: Recorder | None = None
         self._recorder_ready = False
         # None: time.monotonic. Replay sets a clock driven by the trace's timestamps.
         self._clock: Callable[[], float] | None = None
         self.resets = 0
+        # Layers that raised while judging a call: failures per layer name (see ``stats()``).
+        self._layer_errors: dict[str, int] = {}
+        self._layer_failures = 0
+        self._unlogged: list[tuple[str, str, str]] = []
         self._clear()
 
     def _clear(self) -> None:
+        # Calls that went ahead and have not ended, by index: the ``Call`` until another call is
+        # decided meanwhile, then the in-flight record put in the history for it. A reset
+        # forgets them: one that ends later is recorded as a plain completed call.
+        self._running: dict[int, Call | CallRecord] = {}
+        self._unseen = 0  # how many of them are still a ``Call``
         self._history: deque[CallRecord] = deque(maxlen=self._capacity)
         self._by_args: dict[bytes, deque[CallRecord]] = {}
         self._calls_by_fn: dict[str, int] = {}
@@ -159,14 +222,25 @@ class Run:
     # ------------------------------------------------------------------ context management
 
     def __enter__(self) -> Run:
-        self._tokens.append(_current.set(self))
+        with self._lock:
+            self._entered += 1
+        _current.set((*_current.get(), self))
         return self
 
     def __exit__(
         self, tp: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        _current.reset(self._tokens.pop())
-        if not self._tokens:
+        stack = _current.get()
+        # Innermost first; a context that never entered this run (an exit in another task than
+        # the enter) leaves its own stack alone.
+        for i in range(len(stack) - 1, -1, -1):
+            if stack[i] is self:
+                _current.set(stack[:i] + stack[i + 1:])
+                break
+        with self._lock:
+            self._entered = max(0, self._entered - 1)
+            last = self._entered == 0
+        if last:
             self.close()
 
     async def __aenter__(self) -> Run:
@@ -183,7 +257,7 @@ class Run:
         Meant as a thread pool initializer: ``ThreadPoolExecutor(initializer=run.attach)`` makes
         every task on that pool's threads belong to this run.
         """
-        _current.set(self)
+        _current.set((self,))
 
     def bind(self, fn: Callable[P, R]) -> Callable[P, R]:
         """Wrap ``fn`` so that it runs inside this run in whatever thread calls it.
@@ -192,16 +266,17 @@ class Run:
         """
 
         def bound(*args: P.args, **kwargs: P.kwargs) -> R:
-            token = _current.set(self)
+            token = make_current(self)
             try:
                 return fn(*args, **kwargs)
             finally:
-                _current.reset(token)
+                restore_current(token)
 
         return bound
 
     def close(self) -> None:
-        """Flush and close the run's trace, if any. Called when the outermost ``with`` exits."""
+        """Flush and close the run's trace, if any. Called when the last ``with`` block inside the
+        run exits (in whatever task, thread or event loop); a later call opens it again."""
         with self._lock:
             recorder, self._recorder, self._recorder_ready = self._recorder, None, False
         if recorder is not None:
@@ -257,6 +332,12 @@ class Run:
     def same_args(self, args_fp: bytes) -> Sequence[CallRecord]:
         return self._by_args.get(args_fp, ())
 
+    def public_fp(self, fp: bytes) -> bytes:
+        """The form of a fingerprint that this run writes to traces and logs: keyed with the
+        run's random secret, so that equal calls still match within the run while nothing
+        outside the process can test a guess of a (redacted) value against it."""
+        return keyed(fp, self._fp_key)
+
     # ------------------------------------------------------------------ user controls
 
     def stats(self) -> RunStats:
@@ -293,6 +374,7 @@ class Run:
                 detections_by_layer=dict(self._detections_by_layer),
                 killed=self._killed is not None,
                 limits=limits,
+                layer_errors=dict(self._layer_errors),
             )
 
     def reset(self) -> None:
@@ -332,24 +414,67 @@ class Run:
             call = new_call(
                 plan.name, self._attempts, args_fp, arguments, kind or plan.kind_of(arguments)
             )
+            if self._unseen:
+                self._show_running()
             if not plan.layers:
                 decision = new_decision("call", call.index)
             else:
                 observe = plan.observe or state.mode_override == "observe"
-                decision = decide(self, call, plan.layers, plan.ladder, self._hit_count, observe=observe)
-            if decision.detections:
-                self._note(decision)
+                failures = self._layer_failures
+                decision = decide(self, call, plan.layers, plan.ladder, self._hit_count,
+                                  observe=observe, on_error=self._layer_failed)
+                if self._layer_failures != failures and plan.settings.fail_closed:
+                    decision = _REFUSED  # a layer could not judge the call: refuse it
+                elif decision.detections:
+                    self._note(decision)
             action = decision.action
             if action == "call" or action == "warn":
                 self._calls += 1
                 self._calls_by_fn[call.fn] = self._calls_by_fn.get(call.fn, 0) + 1
                 self._turn_calls += 1
+                self._running[call.index] = call  # in flight from now on
+                self._unseen += 1
             elif action == "skip":
                 self._skipped += 1
                 self._remember_skip(call)
-            else:
+            elif decision is not _REFUSED:
                 self._killed = decision.detection
-            return call, decision
+        if self._unlogged:
+            self._log_layer_failures()
+        if decision is _REFUSED:
+            raise LayerFailed(f"a layer failed while judging a call to {plan.name}")
+        return call, decision
+
+    def _layer_failed(self, layer: Any, call: Call, error: Exception) -> None:
+        """A layer raised while judging ``call`` (the run's lock is held): it is left out of this
+        decision, counted, and logged the first time it fails in this run."""
+        name = str(getattr(layer, "name", None) or type(layer).__name__)
+        self._layer_failures += 1
+        count = self._layer_errors.get(name, 0)
+        self._layer_errors[name] = count + 1
+        if count == 0:
+            self._unlogged.append((name, call.fn, exception_text(error)))
+
+    def _feature_failed(self, name: str, error: Exception) -> None:
+        """A layer's extractor raised while a call was recorded: counted and logged like a
+        failing check."""
+        with self._lock:
+            self._layer_failures += 1
+            count = self._layer_errors.get(name, 0)
+            self._layer_errors[name] = count + 1
+            if count == 0:
+                self._unlogged.append((name, "", exception_text(error)))
+        self._log_layer_failures()
+
+    def _log_layer_failures(self) -> None:
+        with self._lock:
+            failures, self._unlogged = self._unlogged, []
+        for name, fn, error in failures:
+            emit("error", "fuzeguard.layer_failed", layer=name, fn=fn, run_id=self.id,
+                 run_name=self.name, error=error,
+                 message=f"the layer {name} raised while judging a call to {fn}; it is left out of "
+                 "the decisions it fails (the other layers still judge), and its failures are "
+                 "counted in run.stats().layer_errors. This is logged once per run and layer.")
 
     def _flag(self, plan: Plan, call: Call, detection: Detection) -> Decision:
         """Act on a detection made while a call is under way (a stream that repeats itself):
@@ -413,7 +538,7 @@ class Run:
             cost=None if model is None else model.cost,
             start=self._now() - self._start,
             duration=0.0,
-            features={} if model is None else model.features,
+            features={} if model is None or model.in_flight else model.features,
         )
         self._append(record)
 
@@ -421,9 +546,119 @@ class Run:
         self._capacity = needed
         self._history = deque(self._history, maxlen=needed)
 
+    def _append(self, record: CallRecord) -> None:
+        """Add ``record`` to the history and its argument index (the lock is held)."""
+        history = self._history
+        if len(history) == history.maxlen:
+            self._evict()
+        history.append(record)
+        same = self._by_args.get(record.args_fp)
+        if same is None:
+            self._by_args[record.args_fp] = same = deque()
+        same.append(record)
+
+    def _evict(self) -> None:
+        """Drop the oldest record's entry from the argument index: the full history is about to
+        push it out (the lock is held)."""
+        old = self._history[0]
+        same = self._by_args.get(old.args_fp)
+        if same is not None:
+            if same and same[0] is old:
+                same.popleft()
+            else:
+                try:
+                    same.remove(old)
+                except ValueError:
+                    pass
+            if not same:
+                del self._by_args[old.args_fp]
+
+    def _show_running(self) -> None:
+        """Put an in-flight record in the history for each running call that has none yet: a call
+        is being decided while they run (the lock is held). Its ``start`` is now, when the run
+        first needs it, rather than when it began: a difference of one call's decision."""
+        start = self._now() - self._start
+        running = self._running
+        for index, entry in running.items():
+            if type(entry) is Call:
+                record = new_record(entry.fn, index, entry.args_fp, None, None, None, start, None,
+                                    IN_FLIGHT, entry.kind)
+                running[index] = record
+                self._append(record)
+        self._unseen = 0
+
+    def _in_flight(self, index: int) -> int:
+        """Position in the history of call ``index``'s in-flight record, or -1 (the lock is held).
+
+        Searched from the end: a call usually ends before the next one starts.
+        """
+        history = self._history
+        for i in range(len(history) - 1, -1, -1):
+            record = history[i]
+            if record.index == index and record.features is IN_FLIGHT:
+                return i
+        return -1
+
+    def _replace(self, i: int, record: CallRecord | None) -> None:
+        """Put ``record`` in the place of the in-flight record at position ``i``, or drop it."""
+        history = self._history
+        old = history[i]
+        same = self._by_args.get(old.args_fp)
+        if same is not None:
+            for j in range(len(same) - 1, -1, -1):
+                if same[j] is old:
+                    if record is None:
+                        del same[j]
+                    else:
+                        same[j] = record
+                    break
+            if not same:
+                del self._by_args[old.args_fp]
+        if record is None:
+            del history[i]
+        else:
+            history[i] = record
+
+    def _ended(self, index: int) -> int:
+        """Call ``index`` is no longer running: the position of its in-flight record in the
+        history, or -1 if it has none there (the lock is held)."""
+        entry = self._running.pop(index, None)
+        if entry is None:
+            return -1
+        if type(entry) is Call:
+            self._unseen -= 1
+            return -1
+        return self._in_flight(index)
+
+    def _discard(self, call: Call) -> None:
+        """A call that went ahead but never completed (interrupted): it leaves no record."""
+        with self._lock:
+            i = self._ended(call.index)
+            if i >= 0:
+                self._replace(i, None)
+
     def _complete(self, record: CallRecord) -> None:
         with self._lock:
-            self._append(record)
+            running = self._running
+            entry = running.pop(record.index, None)
+            if entry is not None and type(entry) is Call:
+                # The common case: no other call was decided while this one ran. Inlined.
+                self._unseen -= 1
+                history = self._history
+                if len(history) == history.maxlen:
+                    self._evict()
+                history.append(record)
+                same = self._by_args.get(record.args_fp)
+                if same is None:
+                    self._by_args[record.args_fp] = deque((record,))
+                else:
+                    same.append(record)
+            else:
+                i = self._in_flight(record.index) if entry is not None else -1
+                if i >= 0:
+                    self._replace(i, record)
+                else:  # pushed out of the window while it ran, or the run was reset meanwhile
+                    self._append(record)
             if record.error is not None:
                 self._errors += 1
                 self._consecutive_errors += 1
@@ -431,28 +666,6 @@ class Run:
                 self._consecutive_errors = 0
             if record.cost:
                 self._cost += record.cost
-
-    def _append(self, record: CallRecord) -> None:
-        """Add a record to the history and the by-arguments index (lock held)."""
-        history = self._history
-        if len(history) == history.maxlen:
-            old = history[0]
-            same = self._by_args.get(old.args_fp)
-            if same is not None:
-                if same and same[0] is old:
-                    same.popleft()
-                else:
-                    try:
-                        same.remove(old)
-                    except ValueError:
-                        pass
-                if not same:
-                    del self._by_args[old.args_fp]
-        history.append(record)
-        same = self._by_args.get(record.args_fp)
-        if same is None:
-            self._by_args[record.args_fp] = same = deque()
-        same.append(record)
 
     def _recorder_for(self, settings_trace: str | None) -> Recorder | None:
         """The run's trace recorder, opened on first use (``settings_trace`` or the run's config).
@@ -485,6 +698,13 @@ def _iteration_cap(value: int | None) -> int:
     from fuzeguard.layers.iterations import DEFAULT_CAP
 
     return DEFAULT_CAP if value is None else value
+
+
+class LayerFailed(RuntimeError):
+    """Raised to the guard when a layer failed and ``fail_closed`` refuses the call."""
+
+
+_REFUSED = Decision("call", 0)  # marks a call refused under fail_closed inside ``_decide``
 
 
 def _as_config(config: Any) -> Config:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from fuzeguard._private.layer import Scope, Section, setting
+from fuzeguard._private.secrets import SECRET_NAMES
 
 VOLATILE_KEYS = (
     "id", "request_id", "requestid", "x-request-id", "trace_id", "span_id", "correlation_id",
@@ -94,8 +95,11 @@ class Settings:
         doc="Append every call to this JSON Lines file, or to a file per run in this directory.",
     )
     redact: tuple[str, ...] = setting(
-        (), type="strs", origin="fuzeguard",
-        doc="Argument names whose values are replaced by \"[redacted]\" in traces.",
+        SECRET_NAMES, type="strs", origin="fuzeguard",
+        doc="Names whose values are replaced by \"[redacted]\" in traces and logged arguments, "
+        "in arguments and results at any depth, case-insensitively, matched by words (api_key "
+        "matches X-Api-Key and apiKey). The built-in names always apply; names set here are "
+        "added to them.",
     )
     record_args: bool = setting(
         True, type="bool", origin="fuzeguard", doc="Write arguments to traces."

@@ -18,8 +18,13 @@ line, ``"guard"`` (the settings a guard sets in code) on a function's first line
 
 Values that JSON cannot hold are written in a tagged form, ``{"$fuze": "<kind>", ...}``
 (``encode_value``), that ``decode_value`` reads back; results and arguments larger than
-``trace_max_result_bytes`` are cut to a ``{"$fuze": "truncated", ...}`` marker. Fingerprints are
-always those of the full, unredacted values, so replay sees exactly what the live guard saw.
+``trace_max_result_bytes`` are cut to a ``{"$fuze": "truncated", ...}`` marker.
+
+Secrets (``secrets.py``): values under secret-named keys are written as ``"[redacted]"``, and
+secret-shaped text (and the redacted values themselves, wherever else they appear) is scrubbed in
+arguments, results, JSON held in strings and error messages. Fingerprints are written keyed with
+the run's random secret (``Run.public_fp``): equal exactly when the live ones are within the run,
+so replay sees what the live guard saw, but useless for guessing a redacted value.
 
 A trace that cannot be written (a path that is not writable, a full disk) logs one
 ``fuzeguard.trace_error`` event and the run goes on untraced: tracing never breaks a call.
@@ -45,6 +50,7 @@ from typing import TYPE_CHECKING, Any
 
 from fuzeguard._private.log import emit
 from fuzeguard._private.records import Call, CallRecord, Decision
+from fuzeguard._private.secrets import REDACTED, Redactor, redactor, scrub
 from fuzeguard._private.settings import Settings
 
 if TYPE_CHECKING:
@@ -53,7 +59,6 @@ if TYPE_CHECKING:
 
 FORMAT_VERSION = 1
 TAG = "$fuze"
-REDACTED = "[redacted]"
 MAX_DEPTH = 64
 
 # Paths whose last attempt failed: the error is logged once, not once per run, until a line
@@ -206,23 +211,26 @@ class TraceRecorder:
         if self._fd is None:
             return
         s = plan.settings
+        red = redactor(s.redact)
+        values = red.secret_values(call.arguments)
         line: dict[str, Any] = {"fn": call.fn}
         if s.record_args:
-            line["args"] = _args_value(call.arguments, s)
+            line["args"] = _args_value(call.arguments, s, red, values)
         if error is None:
             if s.record_results:
-                line["result"] = _result_value(result, s.trace_max_result_bytes, _redact_set(s))
+                line["result"] = _result_value(result, s.trace_max_result_bytes, red, values)
         else:
-            line["error"] = _error_text(error, s)
+            line["error"] = _error_text(error, s, values)
         if error is None and record.error is not None:
             line["failed"] = True  # the result reads as an error: replay knows without the result
         if call.kind != plan.kind:
             line["kind"] = call.kind  # refined from the arguments: replay knows without them
         if stream:
             line["stream"] = True
-        line["args_fp"] = call.args_fp.hex()
+        run = self.run
+        line["args_fp"] = run.public_fp(call.args_fp).hex()
         if record.result_fp is not None:
-            line["result_fp"] = record.result_fp.hex()
+            line["result_fp"] = run.public_fp(record.result_fp).hex()
         if record.cost is not None:
             line["cost"] = record.cost
         # Full precision: layers that measure rates (cost_velocity) see exactly the live times.
@@ -247,14 +255,16 @@ class TraceRecorder:
         if self._fd is None:
             return
         s = plan.settings
+        red = redactor(s.redact)
+        values = red.secret_values(call.arguments)
         line: dict[str, Any] = {"fn": call.fn}
         if s.record_args:
-            line["args"] = _args_value(call.arguments, s)
+            line["args"] = _args_value(call.arguments, s, red, values)
         if chunks is not None:
             if s.record_results:
-                line["result"] = _result_value(chunks, s.trace_max_result_bytes, _redact_set(s))
+                line["result"] = _result_value(chunks, s.trace_max_result_bytes, red, values)
             line["stream"] = True
-        line["args_fp"] = call.args_fp.hex()
+        line["args_fp"] = self.run.public_fp(call.args_fp).hex()
         if chunks is not None or decision.action in ("call", "warn"):
             line["interrupted"] = True
         line["ts"] = self.run.elapsed() if start is None else start
@@ -411,46 +421,67 @@ def _as_json_setting(value: Any) -> Any:
     return list(value) if isinstance(value, tuple) else value
 
 
-def _redact_set(s: Settings) -> frozenset[str]:
-    return frozenset(k.lower() for k in s.redact) if s.redact else frozenset()
-
-
-def _args_value(arguments: Mapping[str, Any], s: Settings) -> Any:
+def _args_value(
+    arguments: Mapping[str, Any], s: Settings, red: Redactor, values: list[str]
+) -> Any:
     """The arguments as written: redacted, and each one cut to the cap if too big."""
     cap = s.trace_max_result_bytes
-    redact = _redact_set(s)
-    if not redact and type(arguments) is dict and _small_plain(arguments.values(), cap):
+    if not values and type(arguments) is dict and _small_plain(arguments, cap, red):
         return arguments  # the common case: a few short strings and numbers, written as they are
-    encoder = _Encoder(redact)
+    encoder = _Encoder(red)
     encoded = encoder.top(arguments)
     if encoder.size * 6 <= cap or not isinstance(encoded, dict):
-        return encoded
-    return {name: _cut(value, cap) for name, value in encoded.items()}
+        return _scrub_tree(encoded, values)
+    return {name: _scrub_tree(_cut(value, cap), values) for name, value in encoded.items()}
 
 
-def _small_plain(values: Any, cap: int) -> bool:
+def _small_plain(arguments: dict[str, Any], cap: int, red: Redactor) -> bool:
+    """Short plain values under names that are not secret, none of them secret-shaped."""
     size = 0
-    for v in values:
+    for k, v in arguments.items():
         t = type(v)
         if t is str:
             size += len(v)
+            if scrub(v) != v:
+                return False
         elif not (t is int or t is bool or v is None):
+            return False
+        if type(k) is not str or red.is_secret(k):
             return False
     # JSON escapes can make a character up to six; under a sixth of the cap is always safe.
     return size * 6 <= cap
 
 
-def _result_value(value: Any, cap: int, redact: frozenset[str]) -> Any:
-    """The result as written: tagged where JSON cannot hold it, cut to the cap if too big."""
+def _result_value(value: Any, cap: int, red: Redactor, values: list[str]) -> Any:
+    """The result as written: redacted and scrubbed, tagged where JSON cannot hold it, cut to
+    the cap if too big."""
     if type(value) is str:
         if len(value) * 6 <= cap:
-            return value
-        return _cut(value, cap)
-    encoder = _Encoder(redact)
+            return scrub(value, values)
+        return _scrub_tree(_cut(value, cap), values)
+    encoder = _Encoder(red)
     encoded = encoder.top(value)
     if encoder.size * 6 <= cap:
-        return encoded
-    return _cut(encoded, cap)
+        return _scrub_tree(encoded, values)
+    return _scrub_tree(_cut(encoded, cap), values)
+
+
+def _scrub_tree(value: Any, values: list[str], depth: int = 0) -> Any:
+    """An encoded (JSON-safe) value with every string in it scrubbed of secrets (``scrub``).
+
+    Applied after cutting, so that the work is bounded by the cap however big the value was. The
+    encoder bounds nesting; anything deeper than that here is not written at all.
+    """
+    t = type(value)
+    if t is str:
+        return scrub(value, values)
+    if depth > 4 * MAX_DEPTH:
+        return REDACTED
+    if t is list:
+        return [_scrub_tree(v, values, depth + 1) for v in value]
+    if t is dict:
+        return {k: _scrub_tree(v, values, depth + 1) for k, v in value.items()}
+    return value
 
 
 def _cut(encoded: Any, cap: int) -> Any:
@@ -468,7 +499,7 @@ def _cut(encoded: Any, cap: int) -> Any:
     return {TAG: "truncated", "type": "json", "bytes": size, "head": text[:cap]}
 
 
-def _error_text(error: BaseException, s: Settings) -> str:
+def _error_text(error: BaseException, s: Settings, values: list[str]) -> str:
     name = type(error).__name__
     if not s.record_results:
         return name
@@ -481,7 +512,7 @@ def _error_text(error: BaseException, s: Settings) -> str:
     limit = s.trace_max_result_bytes
     if len(message) > limit:
         message = message[:limit] + "…"
-    return f"{name}: {message}"
+    return f"{name}: {scrub(message, values)}"
 
 
 # --------------------------------------------------------------------------- values
@@ -491,7 +522,7 @@ def _qualname(tp: type) -> str:
     return f"{getattr(tp, '__module__', '?')}.{getattr(tp, '__qualname__', tp.__name__)}"
 
 
-def encode_value(value: Any, redact: frozenset[str] = frozenset()) -> Any:
+def encode_value(value: Any, redact: Redactor | None = None) -> Any:
     """A JSON-safe form of ``value``: plain JSON as is, anything else tagged (never raises).
 
     - strings, finite numbers, booleans, None, lists, and dicts with string keys: as they are;
@@ -509,10 +540,11 @@ def encode_value(value: Any, redact: frozenset[str] = frozenset()) -> Any:
     - ``{"$fuze": "cycle"}`` where a structure contains itself, ``{"$fuze": "deep"}`` past 64
       levels.
 
-    Mapping keys named in ``redact`` (case-insensitive, at any depth) get the value
-    ``"[redacted]"``.
+    With a ``redact`` redactor (``secrets.redactor()``), values under secret-named mapping keys
+    (at any depth) become ``"[redacted]"`` and every string is scrubbed of secret-shaped text.
     """
-    return _Encoder(redact).top(value)
+    encoded = _Encoder(redact).top(value)
+    return encoded if redact is None else _scrub_tree(encoded, [])
 
 
 class _Encoder:
@@ -521,7 +553,7 @@ class _Encoder:
 
     __slots__ = ("active", "redact", "size")
 
-    def __init__(self, redact: frozenset[str]) -> None:
+    def __init__(self, redact: Redactor | None) -> None:
         self.redact = redact
         self.active: set[int] = set()
         self.size = 0
@@ -628,11 +660,11 @@ class _Encoder:
         if all(type(k) is str for k in m) and TAG not in m:
             out: dict[str, Any] = {}
             for k, val in m.items():
-                out[k] = REDACTED if redact and k.lower() in redact else enc(val, depth)
+                out[k] = REDACTED if redact is not None and redact.is_secret(k) else enc(val, depth)
             return out
         items = []
         for k, val in m.items():
-            hidden = redact and isinstance(k, str) and k.lower() in redact
+            hidden = redact is not None and isinstance(k, str) and redact.is_secret(k)
             items.append([enc(k, depth), REDACTED if hidden else enc(val, depth)])
         return {TAG: "dict", "items": items}
 

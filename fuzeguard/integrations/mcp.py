@@ -37,7 +37,7 @@ from typing import Any, TypeVar, overload
 from fuzeguard._private.exceptions import LoopDetected
 from fuzeguard._private.guard import guard
 from fuzeguard._private.records import Detection
-from fuzeguard._private.run import Run, _current
+from fuzeguard._private.run import Run, make_current, restore_current
 from fuzeguard.integrations._calls import ToolCalls
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -95,12 +95,12 @@ class LoopGuardMiddleware:
         name, arguments = params.get("name"), params.get("arguments")
         if not isinstance(name, str) or not (arguments is None or isinstance(arguments, Mapping)):
             return await call_next(ctx)  # the SDK reports malformed params itself
-        token = _current.set(self.run_for(self.session_key(ctx)))
+        token = make_current(self.run_for(self.session_key(ctx)))
         try:
             outcome, result = await self.calls.acall(name, arguments, lambda: call_next(ctx),
                                                      shown=_shown)
         finally:
-            _current.reset(token)
+            restore_current(token)
         if outcome.runs:
             return result
         if outcome.skipped is not None:
@@ -155,15 +155,15 @@ def _session_run() -> Run | None:
         return run
 
 
-def _enter(run: Run | None) -> contextvars.Token[Run | None] | None:
+def _enter(run: Run | None) -> contextvars.Token[tuple[Run, ...]] | None:
     """Make a session's run current for one call. Not ``with run``: leaving that closes the run
     (and its trace), and a session's run lives on across its calls."""
-    return None if run is None else _current.set(run)
+    return None if run is None else make_current(run)
 
 
-def _leave(token: contextvars.Token[Run | None] | None) -> None:
+def _leave(token: contextvars.Token[tuple[Run, ...]] | None) -> None:
     if token is not None:
-        _current.reset(token)
+        restore_current(token)
 
 
 def _tool_error(exc: LoopDetected) -> Exception:

@@ -198,12 +198,16 @@ def _unchanged_tail(records: Sequence[CallRecord], length: int) -> int:
     """Calls at the end of the run (the pending one included) whose laps repeat the previous lap's
     outcomes step by step (``_evidence.repeat_key``); a write or command step with new arguments
     that did not fail is a change.
-    An unknown outcome is no evidence of change."""
+    An unknown outcome is no evidence of change, except for a call still in flight with other
+    arguments than the previous lap's: concurrent calls interleave their names in whatever order
+    they start, which is no evidence of a cycle either."""
     n = len(records)
     i = n - 1
     while i >= length:
         record, before = records[i], records[i - length]
         if record.kind in ACTING and record.error is None and record.args_fp != before.args_fp:
+            break
+        if record.in_flight and record.args_fp != before.args_fp:
             break
         key, before_key = repeat_key(record), repeat_key(before)
         if key is not None and before_key is not None and key != before_key:

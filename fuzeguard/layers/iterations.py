@@ -103,7 +103,7 @@ class Iterations(LayerSettings):
         history = run.history
         mine = []
         for i in range(len(history) - 1, max(0, len(history) - WAIVER_WINDOW) - 1, -1):
-            if history[i].fn == fn:
+            if history[i].fn == fn and not history[i].in_flight:
                 mine.append(history[i])
                 if len(mine) == DEFAULT_CAP:
                     break

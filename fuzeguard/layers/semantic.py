@@ -132,7 +132,7 @@ class Semantic(LayerSettings):
                     threshold=self.similarity_threshold, pattern=("chant", latest.fn),
                     message=(
                         f"The last output of `{latest.fn}` repeats the same passage "
-                        f"{chant.count} times (\"{_short(chant.passage)}\"). It is stuck "
+                        f"{chant.count} times ({_size(chant.passage)}). It is stuck "
                         "repeating itself: change the request instead of asking again."
                     ),
                 )
@@ -230,13 +230,15 @@ class ChantWatch:
             threshold=self.threshold, pattern=("chant", self.fn),
             message=(
                 f"The output of `{self.fn}` keeps repeating the same passage ({chant.count} times "
-                f"so far: \"{_short(chant.passage)}\"). It was stopped: ask differently."
+                f"so far, {_size(chant.passage)}). It was stopped: ask differently."
             ),
         )
 
 
-def _short(text: str, limit: int = 60) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+def _size(passage: str) -> str:
+    """How a message names a passage: by its length, never by quoting it. Messages are logged
+    and raised, and a tool's output may hold secrets (``log_values = false`` keeps them out)."""
+    return f"a passage of {len(passage)} characters"
 
 
 def _import(path: str) -> Embedder:
