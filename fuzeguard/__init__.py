@@ -42,3 +42,12 @@ __all__ = [
     "guard",
     "run",
 ]
+
+# Tracebacks and reprs name the module users import from (``fuzeguard.LoopDetected``), not the
+# private one a class is defined in, as httpx does. Functions keep theirs: their tracebacks show
+# the file, and their __module__ is what introspection and pickling expect.
+for _name in __all__:
+    _obj = globals()[_name]
+    if isinstance(_obj, type):
+        _obj.__module__ = "fuzeguard"
+del _name, _obj

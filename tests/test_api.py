@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import importlib.resources
 import inspect
+import pickle
+import traceback
+
+import pytest
 
 import fuzeguard
 import fuzeguard.layers
@@ -63,3 +67,48 @@ def test_run_and_guard_signatures_are_keyword_only_after_the_first() -> None:
     assert all(p.kind in (p.KEYWORD_ONLY, p.VAR_KEYWORD) for n, p in params.items() if n != "name")
     gparams = inspect.signature(fuzeguard.guard).parameters
     assert gparams["fn"].kind is inspect.Parameter.POSITIONAL_ONLY
+
+
+def test_layers_all_is_complete_and_exported() -> None:
+    hidden = {"annotations"}
+    public = {
+        n for n, v in vars(fuzeguard.layers).items()
+        if not n.startswith("_") and not inspect.ismodule(v)
+    } - hidden
+    assert public == set(fuzeguard.layers.__all__)
+    assert all(hasattr(fuzeguard.layers, n) for n in fuzeguard.layers.__all__)
+
+
+def test_layer_authors_import_everything_from_fuzeguard_layers() -> None:
+    needed = {
+        "Call", "CallRecord", "Detection", "RunView", "Layer", "setting", "KINDS", "Feature",
+        "KeepsHistory", "MayBeInert", "ObservesResults", "ObservesCalls", "SharesFeatures",
+        "StreamWatcher", "WatchesStreams",
+    }
+    assert needed <= set(fuzeguard.layers.__all__)
+    for name in ("Call", "CallRecord", "Detection"):
+        assert getattr(fuzeguard.layers, name) is getattr(fuzeguard, name)
+    assert fuzeguard.layers.KINDS == ("read", "search", "write", "poll", "exec", "model", "other")
+
+
+def test_public_classes_name_the_module_users_import_them_from() -> None:
+    classes = [getattr(fuzeguard, n) for n in fuzeguard.__all__]
+    classes = [c for c in classes if isinstance(c, type)]
+    assert {c.__name__ for c in classes} >= {"LoopDetected", "ConfigError", "Run", "Config"}
+    assert {c.__module__ for c in classes} == {"fuzeguard"}
+    protocols = [fuzeguard.layers.Layer, fuzeguard.layers.RunView, fuzeguard.layers.Feature]
+    assert {c.__module__ for c in protocols} == {"fuzeguard.layers"}
+
+
+def test_a_traceback_names_the_public_exception() -> None:
+    tool = fuzeguard.guard(lambda q: "same", name="search")
+    with fuzeguard.run(), pytest.raises(fuzeguard.LoopDetected) as caught:
+        for _ in range(10):
+            tool("q")
+    last_line = traceback.format_exception_only(caught.type, caught.value)[-1]
+    assert last_line.startswith("fuzeguard.LoopDetected: ")
+
+
+def test_public_records_pickle_through_their_public_module() -> None:
+    detection = fuzeguard.Detection(layer="dedup", fn="search", message="Stop.")
+    assert pickle.loads(pickle.dumps(detection)) == detection

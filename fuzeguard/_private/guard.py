@@ -22,7 +22,7 @@ from fuzeguard._private.hooks import run_hooks
 from fuzeguard._private.log import emit
 from fuzeguard._private.otel import annotate
 from fuzeguard._private.outcome import error_text
-from fuzeguard._private.plan import Plan, build_plan
+from fuzeguard._private.plan import Plan, build_plan, check_layer_objects
 from fuzeguard._private.records import Call, Decision, Detection
 from fuzeguard._private.run import DetectHook, Run, _as_hooks, current_run
 from fuzeguard._private.secrets import exception_text, redactor
@@ -467,14 +467,12 @@ class Stream:
         self.chunks: list[Any] = []
         pending.chunks = self.chunks
         self.watchers: list[Any] = []
-        for layer in pending.plan.layers:
-            watch = getattr(layer, "watch", None)
-            if callable(watch):
-                try:
-                    self.watchers.append(watch(pending.call))
-                except Exception as exc:
-                    emit("error", "fuzeguard.internal_error", fn=pending.call.fn, phase="stream",
-                         error=exception_text(exc))
+        for layer in pending.plan.watchers:
+            try:
+                self.watchers.append(layer.watch(pending.call))
+            except Exception as exc:
+                emit("error", "fuzeguard.internal_error", fn=pending.call.fn, phase="stream",
+                     error=exception_text(exc))
 
     def chunk(self, value: Any) -> bool:
         """Take one chunk; True means the stream is to end here (a ``skip``)."""
@@ -548,6 +546,7 @@ def guard(fn: F | None = None, /, **options: Any) -> F | Callable[[F], F]:
             raise TypeError(f"{where}: layers= takes a list of layer names or layer objects")
         layer_objects = tuple(layer_objects)
         validate_code_options({"layers": layer_objects}, where, run_scope=False)
+        check_layer_objects(where, layer_objects)
 
     def decorate(f: F) -> F:
         if isinstance(f, (staticmethod, classmethod)):

@@ -1,4 +1,5 @@
-"""The layer protocol, the read-only run view layers look at, and ``setting()``.
+"""The layer protocol and its optional hooks, the read-only run view layers look at, and
+``setting()``.
 
 A layer is a frozen, slotted dataclass whose fields are its settings. Each field is declared with
 ``setting()``, which records the default (the single place it is written), its type for validation,
@@ -9,7 +10,8 @@ these fields.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, Protocol, runtime_checkable
 
 from fuzeguard._private.records import Call, CallRecord, Detection
@@ -91,7 +93,9 @@ class Layer(Protocol):
     """A detection layer: look at the run and the call about to happen, return a detection or None.
 
     Layers hold no mutable state (the run does), so one instance can serve every run and thread.
-    ``history_needed`` tells the run how many completed calls to keep for this layer.
+    Everything else a layer may do is optional and declared by the protocols below
+    (``KeepsHistory``, ``MayBeInert``, ``ObservesResults``, ``ObservesCalls``, ``SharesFeatures``,
+    ``WatchesStreams``): a layer takes part by having the attribute or method, nothing else.
 
     Example of a custom layer::
 
@@ -109,6 +113,82 @@ class Layer(Protocol):
     name: ClassVar[str]
 
     def check(self, run: RunView, call: Call) -> Detection | None: ...
+
+
+@runtime_checkable
+class KeepsHistory(Protocol):
+    """A layer that looks back: the run keeps at least ``history_needed`` completed calls for it
+    (a class attribute or a property computed from the layer's settings)."""
+
+    @property
+    def history_needed(self) -> int: ...
+
+
+@runtime_checkable
+class MayBeInert(Protocol):
+    """A layer whose settings can leave it nothing to check (no threshold set): when ``inert`` is
+    true the guard leaves it out of the stack once, instead of asking it on every call."""
+
+    @property
+    def inert(self) -> bool: ...
+
+
+@runtime_checkable
+class ObservesResults(Protocol):
+    """A layer that keeps something of each completed call's result: ``observe_result(result,
+    error)`` runs once when the call completes, and its return value is kept in that call's
+    ``CallRecord.features[layer.name]``."""
+
+    def observe_result(self, result: Any, error: BaseException | None) -> Any: ...
+
+
+@runtime_checkable
+class ObservesCalls(Protocol):
+    """As ``ObservesResults``, with the call's bound arguments as well: ``observe_call(arguments,
+    result, error)``, kept in ``CallRecord.features[layer.name]``. A layer with both methods is
+    observed through ``observe_call`` only."""
+
+    def observe_call(
+        self, arguments: Mapping[str, Any], result: Any, error: BaseException | None
+    ) -> Any: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Feature:
+    """Something several layers keep of each completed call, computed once per call however many
+    layers of the stack read it, and kept in ``CallRecord.features[key]``.
+
+    Two features are the same when they are equal (same ``key``, same ``extract``); two different
+    features under one key are refused when the guard is built. ``extract(arguments, result,
+    error)`` receives what ``ObservesCalls.observe_call`` receives.
+    """
+
+    key: str
+    extract: Callable[[Mapping[str, Any], Any, BaseException | None], Any]
+
+
+@runtime_checkable
+class SharesFeatures(Protocol):
+    """A layer that reads shared features: ``features`` lists them (a class attribute or a
+    property), and the layer reads ``record.features[feature.key]``."""
+
+    @property
+    def features(self) -> tuple[Feature, ...]: ...
+
+
+class StreamWatcher(Protocol):
+    """Bounded state about one guarded generator's output: ``feed`` takes each chunk as it passes
+    and returns a detection when the stream so far is a loop."""
+
+    def feed(self, chunk: Any) -> Detection | None: ...
+
+
+@runtime_checkable
+class WatchesStreams(Protocol):
+    """A layer that judges a guarded generator while it streams: ``watch(call)`` returns a fresh
+    ``StreamWatcher`` for each streaming call (the layer itself stays stateless)."""
+
+    def watch(self, call: Call) -> StreamWatcher: ...
 
 
 class LayerSettings:

@@ -14,7 +14,16 @@ from fuzeguard._private.config import Config
 from fuzeguard._private.exceptions import ConfigError
 from fuzeguard._private.fingerprint import encode, fingerprint
 from fuzeguard._private.kinds import AUTO, call_kind, infer_kind, may_refine
-from fuzeguard._private.layer import Layer
+from fuzeguard._private.layer import (
+    Feature,
+    KeepsHistory,
+    Layer,
+    MayBeInert,
+    ObservesCalls,
+    ObservesResults,
+    SharesFeatures,
+    WatchesStreams,
+)
 from fuzeguard._private.outcome import (
     TEXT_ERROR,
     error_fingerprint,
@@ -23,6 +32,11 @@ from fuzeguard._private.outcome import (
 )
 from fuzeguard._private.records import Call
 from fuzeguard._private.settings import Settings
+
+ResultExtractor = tuple[str, Callable[[Any, BaseException | None], Any], tuple[str, ...]]
+CallExtractor = tuple[
+    str, Callable[[Mapping[str, Any], Any, BaseException | None], Any], tuple[str, ...]
+]
 
 _EMPTY = inspect.Parameter.empty
 _WORDY = re.compile(r"[^\W_]")
@@ -161,14 +175,16 @@ class Plan:
     history_needed: int
     observe: bool
     off: bool
-    result_features: tuple[tuple[str, Callable[[Any, BaseException | None], Any]], ...]
+    # What each completed call leaves in ``CallRecord.features``, one entry per key: (key,
+    # extractor, the layers that read it, named when it fails). Results only (observe_result)...
+    result_features: tuple[ResultExtractor, ...]
     # The layer names asked for (after exemptions), inert ones included: what the stack is, as
     # opposed to what runs on each call.
     requested: tuple[str, ...] = ()
-    # Layers that keep something of the arguments as well: observe_call(arguments, result, error).
-    call_features: tuple[
-        tuple[str, Callable[[Mapping[str, Any], Any, BaseException | None], Any]], ...
-    ] = ()
+    # ... and with the arguments as well (observe_call, and shared features computed once).
+    call_features: tuple[CallExtractor, ...] = ()
+    # Layers that watch a guarded generator's chunks as they stream.
+    watchers: tuple[WatchesStreams, ...] = ()
     # The function's kind, declared or inferred from its name; ``infer`` when each call's
     # arguments may refine it (kind = "auto").
     kind: str = "other"
@@ -207,23 +223,25 @@ class Plan:
     ) -> dict[str, Any]:
         """What the layers keep of one completed call (``CallRecord.features``), live or replayed.
 
-        A layer whose extractor raises keeps nothing of this call (its key is left out, which
-        layers read as "nothing known") and is reported to ``on_error``; the others keep theirs.
+        An extractor that raises keeps nothing of this call (its key is left out, which layers
+        read as "nothing known") and each layer that reads that key is reported to ``on_error``;
+        the other extractors keep theirs. A shared ``Feature`` is computed once, whoever reads it.
         """
         out: dict[str, Any] = {}
-        for name, extract in self.result_features:
+        for key, extract, readers in self.result_features:
             try:
-                out[name] = extract(result, error)
+                out[key] = extract(result, error)
             except Exception as exc:
                 if on_error is not None:
-                    on_error(name, exc)
-        for name, call_extract in self.call_features:
+                    for name in readers:
+                        on_error(name, exc)
+        for key, call_extract, readers in self.call_features:
             try:
-                out[name] = call_extract(arguments, result, error)
+                out[key] = call_extract(arguments, result, error)
             except Exception as exc:
-                out.pop(name, None)
                 if on_error is not None:
-                    on_error(name, exc)
+                    for name in readers:
+                        on_error(name, exc)
         return out
 
     def fingerprint_args(self, arguments: Mapping[str, Any]) -> bytes:
@@ -260,27 +278,26 @@ def build_plan(
                 layer = cls(**kwargs)
             except ValueError as exc:
                 raise ConfigError(f"guard({name}): {exc}") from None
-            # A layer whose settings leave it nothing to check (no limit set, no threshold) is
-            # left out once here rather than asked on every call.
-            if not getattr(layer, "inert", False):
-                layers.append(layer)
+            layers.append(layer)
         else:
             if getattr(item, "name", None) in exempt:
                 continue
-            if not callable(getattr(item, "check", None)):
-                raise TypeError(
-                    f"guard({name}): layers= items must be layer names or objects with a "
-                    f"check(run, call) method, got {item!r}"
-                )
-            requested.append(str(getattr(item, "name", type(item).__name__)))
-            layers.append(item)
-    needed = max((int(getattr(layer, "history_needed", 0)) for layer in layers), default=0)
-    binder = Binder(fn, settings.ignore_args)
-    features = tuple(
-        (layer.name, layer.observe_result)  # type: ignore[attr-defined]
-        for layer in layers
-        if callable(getattr(layer, "observe_result", None))
+            layers.append(_layer_object(f"guard({name})", item))
+            requested.append(str(item.name))
+    # The optional hooks are found by their protocols (fuzeguard._private.layer), once per plan:
+    # a custom layer opts in by defining the method or attribute, with no base class or
+    # registration, and isinstance against a runtime-checkable protocol checks exactly that. A
+    # layer whose settings leave it nothing to check (no limit set, no threshold) is left out
+    # here rather than asked on every call.
+    layers = [
+        layer for layer in layers if not (isinstance(layer, MayBeInert) and layer.inert)
+    ]
+    needed = max(
+        (int(layer.history_needed) for layer in layers if isinstance(layer, KeepsHistory)),
+        default=0,
     )
+    binder = Binder(fn, settings.ignore_args)
+    result_features, call_features = _extractors(f"guard({name})", layers)
     return Plan(
         name=name,
         settings=settings,
@@ -292,13 +309,79 @@ def build_plan(
         history_needed=needed,
         observe=settings.enabled == "observe",
         off=settings.enabled is False,
-        result_features=features,
+        result_features=result_features,
         requested=tuple(requested),
-        call_features=tuple(
-            (layer.name, layer.observe_call)  # type: ignore[attr-defined]
-            for layer in layers
-            if callable(getattr(layer, "observe_call", None))
-        ),
+        call_features=call_features,
+        watchers=tuple(layer for layer in layers if isinstance(layer, WatchesStreams)),
         kind=infer_kind(name) if settings.kind == AUTO else settings.kind,
         infer=settings.kind == AUTO and may_refine(binder.parameter_names()),
+    )
+
+
+def check_layer_objects(where: str, items: tuple[Any, ...]) -> None:
+    """Refuse, when the guard is declared, ``layers=`` objects that are not layers or whose
+    features clash with each other's or a built-in layer's (rather than failing open on every
+    call). Names are checked by the configuration."""
+    from fuzeguard.layers import BUILTIN_LAYERS
+
+    stack: list[Layer] = [
+        BUILTIN_LAYERS[item]() if isinstance(item, str) else _layer_object(where, item)
+        for item in items
+        if not isinstance(item, str) or item in BUILTIN_LAYERS
+    ]
+    _extractors(where, stack)
+
+
+def _layer_object(where: str, item: Any) -> Layer:
+    if not isinstance(item, Layer) or not callable(item.check):
+        raise TypeError(
+            f"{where}: layers= items must be layer names or objects with a `name` and a "
+            f"check(run, call) method (see fuzeguard.layers.Layer), got {item!r}"
+        )
+    return item
+
+
+def _extractors(
+    where: str, layers: list[Layer]
+) -> tuple[tuple[ResultExtractor, ...], tuple[CallExtractor, ...]]:
+    """What the layers keep of each completed call, one extractor per ``CallRecord.features``
+    key: a layer's own hook under its name, a shared ``Feature`` under its key, computed once
+    however many layers read it. Two different extractors under one key are refused: one of the
+    layers would silently read the other's values."""
+    owners: dict[str, object] = {}  # key -> what fills it: a layer (its own hook) or a Feature
+    # key -> (takes the arguments, extractor, the layers that read it)
+    entries: dict[str, tuple[bool, Callable[..., Any], tuple[str, ...]]] = {}
+
+    def add(key: str, owner: object, with_arguments: bool, extract: Callable[..., Any],
+            reader: str) -> None:
+        held = owners.setdefault(key, owner)
+        if held is not owner and held != owner:
+            raise TypeError(
+                f"{where}: two layers keep different features under the key {key!r} (the "
+                f"second is read by {reader!r}); give each layer, and each Feature, a name of "
+                "its own"
+            )
+        if key not in entries:
+            entries[key] = (with_arguments, extract, (reader,))
+        elif reader not in entries[key][2]:
+            first_with, first, readers = entries[key]
+            entries[key] = (first_with, first, (*readers, reader))
+
+    for layer in layers:
+        reader = layer.name
+        if isinstance(layer, ObservesCalls):
+            add(reader, layer, True, layer.observe_call, reader)
+        elif isinstance(layer, ObservesResults):
+            add(reader, layer, False, layer.observe_result, reader)
+        if isinstance(layer, SharesFeatures):
+            for feature in layer.features:
+                if not isinstance(feature, Feature):
+                    raise TypeError(
+                        f"{where}: layer {reader!r} lists {feature!r} in its features; "
+                        "each must be a fuzeguard.layers.Feature(key, extract)"
+                    )
+                add(feature.key, feature, True, feature.extract, reader)
+    return (
+        tuple((key, f, readers) for key, (args, f, readers) in entries.items() if not args),
+        tuple((key, f, readers) for key, (args, f, readers) in entries.items() if args),
     )

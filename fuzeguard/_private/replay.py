@@ -671,8 +671,7 @@ class Replayer:
     ) -> bool:
         """Feed a generator's recorded chunks to the layers that watch streams, as ``Stream``
         does live; act on what they find. False if the run was killed mid-stream."""
-        watchers = [w(call) for w in (getattr(layer, "watch", None) for layer in plan.layers)
-                    if callable(w)]
+        watchers = [layer.watch(call) for layer in plan.watchers]
         if not watchers:
             return True
         if isinstance(chunks, str):  # a truncated stream: its head is all there is to watch

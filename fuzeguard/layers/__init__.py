@@ -1,13 +1,29 @@
 """Detection layers: small frozen objects with one ``check(run, call)`` method.
 
 Built-in layers are registered in ``BUILTIN_LAYERS`` by name; a new built-in layer is one module
-here and one entry in that mapping. Users write their own against the ``Layer`` protocol and pass
-instances with ``guard(..., layers=[...])``.
+here and one entry in that mapping (docs/contributing.md lists the rest of the checklist). Users
+write their own against the ``Layer`` protocol and its optional hooks (``KeepsHistory``,
+``MayBeInert``, ``ObservesResults``, ``ObservesCalls``, ``SharesFeatures``, ``WatchesStreams``) and
+pass instances with ``guard(..., layers=[...])``; everything a layer needs is importable from here.
 """
 
 from __future__ import annotations
 
-from fuzeguard._private.layer import Layer, RunView, setting
+from fuzeguard._private.kinds import KINDS
+from fuzeguard._private.layer import (
+    Feature,
+    KeepsHistory,
+    Layer,
+    MayBeInert,
+    ObservesCalls,
+    ObservesResults,
+    RunView,
+    SharesFeatures,
+    StreamWatcher,
+    WatchesStreams,
+    setting,
+)
+from fuzeguard._private.records import Call, CallRecord, Detection
 from fuzeguard.layers.cost_velocity import CostVelocity
 from fuzeguard.layers.cycle import Cycle
 from fuzeguard.layers.dedup import Dedup
@@ -28,14 +44,34 @@ BUILTIN_LAYERS: dict[str, type] = {
 
 __all__ = [
     "BUILTIN_LAYERS",
+    "KINDS",
+    "Call",
+    "CallRecord",
     "CostVelocity",
     "Cycle",
     "Dedup",
+    "Detection",
+    "Feature",
     "Iterations",
+    "KeepsHistory",
     "Layer",
     "Limits",
+    "MayBeInert",
+    "ObservesCalls",
+    "ObservesResults",
     "Progress",
     "RunView",
     "Semantic",
+    "SharesFeatures",
+    "StreamWatcher",
+    "WatchesStreams",
     "setting",
 ]
+
+# The protocols defined in private modules are shown as ``fuzeguard.layers.Layer``; the records
+# shared with the root package keep ``fuzeguard`` (see fuzeguard/__init__.py).
+for _name in __all__:
+    _obj = globals()[_name]
+    if isinstance(_obj, type) and _obj.__module__.startswith("fuzeguard._private."):
+        _obj.__module__ = __name__
+del _name, _obj

@@ -3,7 +3,8 @@
 Shared by ``progress``, ``cost_velocity`` and ``semantic`` so that "did this call bring anything new?"
 is answered in one place.
 
-Content of a result, as ``content_of`` extracts it once per call:
+Content of a result, as ``content_of`` extracts it once per call (the ``CONTENT`` feature, shared by
+the layers that read it):
 
 * an error is always content: its class name and its message *template* (quoted strings, numbers and
   hex ids masked), so that the same failure with varied inputs is recognised as the same error;
@@ -29,6 +30,7 @@ from collections.abc import Mapping, Sequence, Set
 from itertools import pairwise
 from typing import Any, Final
 
+from fuzeguard._private.layer import Feature
 from fuzeguard._private.outcome import error_template as template_of
 from fuzeguard._private.outcome import error_text
 from fuzeguard._private.records import CallRecord
@@ -183,6 +185,10 @@ def observe(
             unit = "_"
         masked.add(unit)
     return (plain, frozenset(masked))
+
+
+# Kept once per call in ``CallRecord.features["content"]``, however many layers read it.
+CONTENT: Final = Feature("content", observe)
 
 
 def units_of(record: CallRecord, key: str) -> Any:

@@ -7,13 +7,12 @@ whatever unit you use (dollars, tokens), so no default could mean anything.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
-from fuzeguard._private.layer import LayerSettings, RunView, setting
+from fuzeguard._private.layer import Feature, LayerSettings, RunView, setting
 from fuzeguard._private.records import Call, CallRecord, Detection
-from fuzeguard.layers._content import count_new, observe
+from fuzeguard.layers._content import CONTENT, count_new
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +35,8 @@ class CostVelocity(LayerSettings):
     """
 
     name: ClassVar[str] = "cost_velocity"
+    # Each result's content, as ``progress`` reads it (computed once when both are on).
+    features: ClassVar[tuple[Feature, ...]] = (CONTENT,)
 
     cost_velocity_window: int = setting(
         5, type="int", minimum=2, origin="Fuze layer 3",
@@ -60,14 +61,6 @@ class CostVelocity(LayerSettings):
     def inert(self) -> bool:
         return self.cost_velocity_threshold is None and self.cost_velocity_per_minute is None
 
-    def observe_call(
-        self, arguments: Mapping[str, Any], result: Any, error: BaseException | None
-    ) -> Any:
-        """Keep each result's content, as ``progress`` does (nothing when no threshold is set)."""
-        if self.cost_velocity_threshold is None and self.cost_velocity_per_minute is None:
-            return None
-        return observe(arguments, result, error)
-
     def check(self, run: RunView, call: Call) -> Detection | None:
         per_window, per_minute = self.cost_velocity_threshold, self.cost_velocity_per_minute
         if per_window is None and per_minute is None:
@@ -91,7 +84,7 @@ class CostVelocity(LayerSettings):
                 limit = per_minute
         if over is None or call.fn not in {r.fn for r in window}:
             return None
-        new = count_new(window, self.name)
+        new = count_new(window, CONTENT.key)
         if new > 1:
             return None
         return Detection(

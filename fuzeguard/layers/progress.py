@@ -9,13 +9,12 @@ before them had not already brought.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from fuzeguard._private.layer import LayerSettings, RunView, setting
+from fuzeguard._private.layer import Feature, LayerSettings, RunView, setting
 from fuzeguard._private.records import Call, Detection
-from fuzeguard.layers._content import NEUTRAL, brought_nothing_new, observe, units_of
+from fuzeguard.layers._content import CONTENT, NEUTRAL, brought_nothing_new, units_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +42,8 @@ class Progress(LayerSettings):
     """
 
     name: ClassVar[str] = "progress"
+    # The content of each result (bounded: small texts only), kept once per call for all readers.
+    features: ClassVar[tuple[Feature, ...]] = (CONTENT,)
 
     progress_window: int = setting(
         4, type="int", minimum=2, origin="Fuze layer 4",
@@ -66,12 +67,6 @@ class Progress(LayerSettings):
     @property
     def history_needed(self) -> int:
         return 6 * self.progress_window + 1
-
-    def observe_call(
-        self, arguments: Mapping[str, Any], result: Any, error: BaseException | None
-    ) -> Any:
-        """Keep the content of each result (bounded: small texts only) for later checks."""
-        return observe(arguments, result, error)
 
     def check(self, run: RunView, call: Call) -> Detection | None:
         history = run.history
@@ -111,10 +106,10 @@ class Progress(LayerSettings):
 
     def _stale(self, history: Any, i: int, lookback: int) -> bool:
         record = history[i]
-        if record.kind == "poll" or units_of(record, self.name) is NEUTRAL:
+        if record.kind == "poll" or units_of(record, CONTENT.key) is NEUTRAL:
             return False
         earlier = [history[j] for j in range(max(0, i - lookback), i)]
-        return brought_nothing_new(record, earlier, self.name)
+        return brought_nothing_new(record, earlier, CONTENT.key)
 
     def _detection(self, call: Call, window: list[Any], kind: str) -> Detection:
         names = sorted({r.fn for r in window})
