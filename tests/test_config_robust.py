@@ -16,6 +16,7 @@ import fuzeguard
 from fuzeguard import Config, ConfigError, LoopDetected, guard
 from fuzeguard._private import cli
 from fuzeguard._private.config import MAX_INT, parse_duration, schema
+from fuzeguard.layers import BUILTIN_LAYERS
 
 
 def write(path: Path, text: str) -> Path:
@@ -193,8 +194,7 @@ def test_every_whole_number_key_at_its_largest_value_guards_calls_without_intern
         for key, spec in schema().items() if spec.type == "int"
     }
     largest["cycle_min_length"] = largest["cycle_max_length"]
-    layers = ["iterations", "dedup", "cycle", "cost_velocity", "progress", "semantic", "limits"]
-    config = Config.from_dict({"defaults": {"layers": layers}}).with_values(largest)
+    config = Config.from_dict({"defaults": {"layers": list(BUILTIN_LAYERS)}}).with_values(largest)
 
     @guard(name="tool")
     def tool(x: int) -> str:

@@ -2,8 +2,23 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from test_docs_examples import run_page
+
+from fuzeguard.layers import BUILTIN_LAYERS
 
 
 def test_layers_page_examples_run_and_print_what_the_page_shows() -> None:
     assert run_page("layers.md") == []
+
+
+def test_every_builtin_layer_has_a_section_and_a_row_in_the_layers_page_and_the_readme() -> None:
+    """docs/contributing.md: a new built-in layer is documented where users look for it."""
+    root = Path(__file__).resolve().parent.parent
+    page = (root / "docs" / "layers.md").read_text(encoding="utf-8")
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    for name in BUILTIN_LAYERS:
+        assert f"\n## {name}\n" in page, name
+        assert f"| [`{name}`](#{name}) |" in page, name
+        assert f"\n| `{name}` |" in readme, name
