@@ -240,6 +240,29 @@ def test_observe_call_receives_the_bound_arguments_and_keeps_under_the_layer_nam
     assert run.history[-1].features == {"echo": ({"query": "cats", "limit": 5}, "found")}
 
 
+def test_a_layer_with_both_observe_hooks_is_observed_through_observe_call_only() -> None:
+    @dataclass(frozen=True, slots=True)
+    class Both:
+        name: ClassVar[str] = "both"
+
+        def observe_result(self, result: Any, error: BaseException | None) -> Any:
+            raise AssertionError("observe_call wins")
+
+        def observe_call(
+            self, arguments: Mapping[str, Any], result: Any, error: BaseException | None
+        ) -> Any:
+            return "from observe_call"
+
+        def check(self, run: RunView, call: Call) -> Detection | None:
+            return None
+
+    tool = guard(lambda q: q, name="t", layers=[Both()])
+    with fuzeguard.run() as run:
+        tool("a")
+    assert run.history[-1].features == {"both": "from observe_call"}
+    assert run.stats().layer_errors == {}
+
+
 def test_a_custom_layer_that_watches_streams_stops_a_generator_mid_stream() -> None:
     @dataclass
     class CountChunks:

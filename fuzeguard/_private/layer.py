@@ -195,7 +195,8 @@ class LayerSettings:
     """Mixin of class-level facts about a built-in layer's settings.
 
     ``section`` is the fuze.toml table its keys live in; ``scope`` is ``"run"`` for settings that
-    only make sense for a whole run (they cannot be set per function).
+    only make sense for a whole run (they cannot be set per function). Every built-in layer is a
+    ``KeepsHistory`` and a ``MayBeInert``: it overrides these defaults when its settings say more.
     """
 
     __slots__ = ()
