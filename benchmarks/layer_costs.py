@@ -1,6 +1,6 @@
 """Per-layer cost per call: ``layer.check(run, call)`` against a run filled to the layer's window,
-and what each call leaves behind (``Plan.features``: the layers' ``observe_*`` methods), on small
-results and on 100 KB results. Medians of repeated batches, in microseconds, one run.
+and what each call leaves behind (``Plan.features``: ``observe_*`` methods and shared features),
+on small results and on 100 KB results. Medians of repeated batches, in microseconds, one run.
 
     python benchmarks/layer_costs.py            # full
     python benchmarks/layer_costs.py --quick    # a few seconds
