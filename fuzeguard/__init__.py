@@ -7,7 +7,12 @@ runs its detection layers before each one, and kills, warns or skips when it see
 from __future__ import annotations
 
 from fuzeguard._private.config import Config
-from fuzeguard._private.exceptions import ConfigError, FuzeguardError, LoopDetected
+from fuzeguard._private.exceptions import (
+    ConfigError,
+    FuzeguardError,
+    LoopDetected,
+    StoreUnavailable,
+)
 from fuzeguard._private.guard import add_cost, guard
 from fuzeguard._private.records import Call, CallRecord, Decision, Detection, LimitUsage, RunStats
 from fuzeguard._private.run import Run, current_run, run
@@ -37,6 +42,7 @@ __all__ = [
     "LoopDetected",
     "Run",
     "RunStats",
+    "StoreUnavailable",
     "add_cost",
     "current_run",
     "guard",

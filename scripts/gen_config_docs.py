@@ -44,6 +44,7 @@ TYPE_TEXT = {
     "enabled": 'true, false or "observe"',
     "kind": '"auto", "read", "search", "write", "poll", "exec", "model" or "other"',
     "path": "file or directory path",
+    "store": 'Redis URL ("redis://host:port/db", "rediss://..." or "unix://...")',
     "any": "any TOML value",
 }
 
@@ -53,6 +54,7 @@ EXAMPLES: dict[str, Any] = {
     "cost": 0.002,
     "skip_value": "This tool call was skipped to break a loop.",
     "trace": "traces/",
+    "store": "redis://localhost:6379/0",
     "cost_velocity_threshold": 0.5,
     "cost_velocity_per_minute": 1.0,
     "embed": "myapp.embeddings:embed",

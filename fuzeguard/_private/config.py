@@ -212,6 +212,8 @@ def coerce(spec: FieldSpec, value: Any, *, from_code: bool) -> Any:
         if not isinstance(value, str) or not value:
             raise _type_error(value, "a file or directory path")
         out = value
+    elif t == "store":
+        out = check_store_url(value)
     elif t == "strs":
         if isinstance(value, str) or not isinstance(value, (list, tuple, set, frozenset)):
             raise _type_error(value, 'a list of strings, such as ["a", "b"]')
@@ -244,10 +246,23 @@ def coerce(spec: FieldSpec, value: Any, *, from_code: bool) -> Any:
 def plain_data_key(key: str) -> bool:
     """Whether ``key`` holds plain data that a trace may record and replay may apply: a known key
     that can hold neither code nor the name of code (``embed``, ``cost``, ``skip_value``) nor a
-    path that replaying would write to (``trace``)."""
+    path that replaying would write to (``trace``) nor a server it would connect to (``store``)."""
     key = _ALIASES.get(key, key)
     spec = schema().get(key)
-    return spec is not None and key not in _CALLABLE_OK and spec.type not in ("path", "any")
+    return spec is not None and key not in _CALLABLE_OK and spec.type not in ("path", "store", "any")
+
+
+STORE_SCHEMES = ("redis://", "rediss://", "unix://")
+
+
+def check_store_url(value: Any) -> str:
+    """A store setting: a Redis URL (``redis://``, ``rediss://`` or ``unix://``)."""
+    if not isinstance(value, str) or not value.startswith(STORE_SCHEMES):
+        raise ValueError(
+            f'expected a Redis URL such as "redis://localhost:6379/0" (redis://, rediss:// or '
+            f"unix://), got {value!r}"
+        )
+    return value
 
 
 def check_layer_names(names: Iterable[Any]) -> None:

@@ -55,3 +55,7 @@ class LoopDetected(FuzeguardError, RuntimeError):
         self.detection = detection
         self.stats = stats
         super().__init__(detection.message)
+
+
+class StoreUnavailable(FuzeguardError):
+    """A shared run's store cannot be reached and ``fail_closed = true``: the call was not made."""

@@ -16,7 +16,7 @@ from typing import Any, TypeVar, overload
 
 from fuzeguard._private import state
 from fuzeguard._private.config import Config, validate_code_options
-from fuzeguard._private.exceptions import ConfigError, FuzeguardError, LoopDetected
+from fuzeguard._private.exceptions import ConfigError, FuzeguardError, LoopDetected, StoreUnavailable
 from fuzeguard._private.fastinit import new_record
 from fuzeguard._private.hooks import run_hooks
 from fuzeguard._private.log import emit
@@ -46,9 +46,7 @@ def add_cost(amount: float) -> None:
     if box is not None:
         box[0] += amount
         return
-    run = current_run()
-    with run._lock:
-        run._cost += amount
+    current_run()._add_cost(amount)
 
 
 class Guard:
@@ -102,7 +100,7 @@ class Guard:
                 return None
             arguments = plan.binder.arguments(args, kwargs)
             call, decision = run._decide(plan, plan.fingerprint_args(arguments), arguments)
-        except ConfigError:
+        except (ConfigError, StoreUnavailable):
             raise
         except Exception as exc:
             emit("error", "fuzeguard.internal_error", fn=self.name, phase="check",

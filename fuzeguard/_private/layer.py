@@ -20,7 +20,8 @@ Section = Literal["defaults", "loop_detection"]
 Scope = Literal["function", "run"]
 # Value kinds the validator knows; see config._coerce.
 ValueType = Literal[
-    "int", "float", "bool", "str", "strs", "duration", "actions", "enabled", "path", "kind", "any"
+    "int", "float", "bool", "str", "strs", "duration", "actions", "enabled", "path", "kind",
+    "store", "any",
 ]
 
 

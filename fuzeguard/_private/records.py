@@ -138,3 +138,8 @@ class RunStats:
     limits: Mapping[str, LimitUsage]
     # Failures of layers that raised while judging a call, per layer name (they were left out).
     layer_errors: Mapping[str, int] = field(default_factory=dict)
+    # A shared run (``store=``): failed or timed-out round trips to the store, outages (each
+    # logged once), and calls this process judged on its own while the store was out of reach.
+    store_errors: int = 0
+    store_outages: int = 0
+    locally_judged: int = 0

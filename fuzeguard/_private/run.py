@@ -40,9 +40,11 @@ from fuzeguard._private.records import (
     RunStats,
 )
 from fuzeguard._private.secrets import exception_text
+from fuzeguard._private.settings import store_url
 
 if TYPE_CHECKING:
     from fuzeguard._private.plan import Plan
+    from fuzeguard._private.store import Store
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -125,7 +127,7 @@ def implicit_run() -> Run:
     with _implicit_lock:
         run = _implicit
         if run is None:
-            run = _implicit = Run("implicit")
+            run = _implicit = Run("implicit", store=None)
             emit(
                 "info", "fuzeguard.implicit_run",
                 message="a guarded call was made outside fuzeguard.run(): it counts against the "
@@ -134,7 +136,7 @@ def implicit_run() -> Run:
         elif run._killed is not None:
             killed = run._killed
             run.close()
-            run = _implicit = Run("implicit")
+            run = _implicit = Run("implicit", store=None)
             emit(
                 "warning", "fuzeguard.implicit_run_restarted",
                 previous_run_id=killed.run_id, run_id=run.id, layer=killed.layer, fn=killed.fn,
@@ -167,6 +169,7 @@ class Run:
         *,
         config: Config | str | Any = None,
         on_detect: DetectHook | Iterable[DetectHook] | None = None,
+        parent: Run | str | None = None,
         **settings: Any,
     ) -> None:
         self.name = name
@@ -194,6 +197,15 @@ class Run:
         self._layer_failures = 0
         self._unlogged: list[tuple[str, str, str]] = []
         self._clear()
+        # The run's shared state (``store.py``): None for a run of its own in this process.
+        self._store: Store | None = None
+        url = store_url(self.config)
+        if url is not None and name is None and self.config.origin_of("store") != "code":
+            url = None  # a store from the file or FUZE_STORE shares named runs only
+        if url is not None or parent is not None:
+            from fuzeguard._private.store import open_store
+
+            self._store = open_store(self, url, parent)
 
     def _clear(self) -> None:
         # Calls that went ahead and have not ended, by index: the ``Call`` until another call is
@@ -223,7 +235,10 @@ class Run:
 
     def __enter__(self) -> Run:
         with self._lock:
+            first = self._entered == 0
             self._entered += 1
+        if first and self._store is not None:
+            self._store.open(self)
         _current.set((*_current.get(), self))
         return self
 
@@ -281,6 +296,8 @@ class Run:
             recorder, self._recorder, self._recorder_ready = self._recorder, None, False
         if recorder is not None:
             recorder.close()
+        if self._store is not None:
+            self._store.close(self)
 
     # ------------------------------------------------------------------ the read-only view
 
@@ -343,6 +360,8 @@ class Run:
     def stats(self) -> RunStats:
         """Calls in total and per function, errors, cost, time, detections, and limit usage."""
         values = self.config.settings_for(None)
+        if self._store is not None:
+            self._store.refresh(self)
         with self._lock:
             busiest = max(self._calls_by_fn.values(), default=0)
             limits = {
@@ -375,6 +394,7 @@ class Run:
                 killed=self._killed is not None,
                 limits=limits,
                 layer_errors=dict(self._layer_errors),
+                **(self._store.stats() if self._store is not None else {}),
             )
 
     def reset(self) -> None:
@@ -382,21 +402,41 @@ class Run:
 
         Allowed ``max_resets`` times per run (2 by default); the next one raises FuzeguardError.
         """
-        limit = self.config.settings_for(None)["max_resets"]
+        if self._store is not None:
+            self._store.reset(self)
+            return
         with self._lock:
-            if self.resets >= limit:
-                raise FuzeguardError(
-                    f"run {self.name or self.id} was already reset {self.resets} times, its "
-                    f"max_resets = {limit}; open a new run with fuzeguard.run() instead"
-                )
-            self.resets += 1
-            self._clear()
+            self._reset()
 
     def end_turn(self) -> None:
         """End the current turn: per-turn counters (``max_calls_per_turn``) start again."""
+        if self._store is not None:
+            self._store.end_turn(self)
+            return
         with self._lock:
-            self._turn += 1
-            self._turn_calls = 0
+            self._end_turn()
+
+    def _reset(self) -> None:
+        limit = self.config.settings_for(None)["max_resets"]
+        if self.resets >= limit:
+            raise FuzeguardError(
+                f"run {self.name or self.id} was already reset {self.resets} times, its "
+                f"max_resets = {limit}; open a new run with fuzeguard.run() instead"
+            )
+        self.resets += 1
+        self._clear()
+
+    def _end_turn(self) -> None:
+        self._turn += 1
+        self._turn_calls = 0
+
+    def _add_cost(self, amount: float) -> None:
+        """Cost spent outside any guarded call (``add_cost()``)."""
+        if self._store is not None:
+            self._store.add_cost(self, amount)
+            return
+        with self._lock:
+            self._cost += amount
 
     # ------------------------------------------------------------------ used by guards
 
@@ -404,41 +444,18 @@ class Run:
         self, plan: Plan, args_fp: bytes, arguments: Any, kind: str | None = None
     ) -> tuple[Call, Decision]:
         """Decide a call about to run; ``kind`` is given by replay when a trace recorded it."""
+        if self._store is not None:
+            call, decision = self._store.decide(self, plan, args_fp, arguments, kind)
+            return self._decided(plan, call, decision)
         with self._lock:
-            if self._killed is not None:
-                call = Call(plan.name, self._attempts + 1, args_fp, arguments)
-                return call, Decision("kill", call.index, self._killed, ())
-            if plan.history_needed > self._capacity:
-                self._grow(plan.history_needed)
-            self._attempts += 1
-            call = new_call(
-                plan.name, self._attempts, args_fp, arguments, kind or plan.kind_of(arguments)
-            )
-            if self._unseen:
-                self._show_running()
-            if not plan.layers:
-                decision = new_decision("call", call.index)
-            else:
-                observe = plan.observe or state.mode_override == "observe"
-                failures = self._layer_failures
-                decision = decide(self, call, plan.layers, plan.ladder, self._hit_count,
-                                  observe=observe, on_error=self._layer_failed)
-                if self._layer_failures != failures and plan.settings.fail_closed:
-                    decision = _REFUSED  # a layer could not judge the call: refuse it
-                elif decision.detections:
-                    self._note(decision)
-            action = decision.action
-            if action == "call" or action == "warn":
-                self._calls += 1
-                self._calls_by_fn[call.fn] = self._calls_by_fn.get(call.fn, 0) + 1
-                self._turn_calls += 1
-                self._running[call.index] = call  # in flight from now on
-                self._unseen += 1
-            elif action == "skip":
-                self._skipped += 1
-                self._remember_skip(call)
-            elif decision is not _REFUSED:
-                self._killed = decision.detection
+            call, decision = self._judge(plan, args_fp, arguments, kind)
+            if decision is not _REFUSED:
+                self._count(call, decision)
+        return self._decided(plan, call, decision)
+
+    def _decided(self, plan: Plan, call: Call, decision: Decision) -> tuple[Call, Decision]:
+        """Log layer failures and refuse a call a failing layer could not judge under
+        ``fail_closed``: after the decision, outside the lock."""
         if self._unlogged:
             self._log_layer_failures()
         if decision is _REFUSED:
@@ -476,22 +493,77 @@ class Run:
                  "the decisions it fails (the other layers still judge), and its failures are "
                  "counted in run.stats().layer_errors. This is logged once per run and layer.")
 
+    def _judge(
+        self, plan: Plan, args_fp: bytes, arguments: Any, kind: str | None = None
+    ) -> tuple[Call, Decision]:
+        """Decide about a call from the run's state as it is, changing nothing (but the history's
+        capacity); ``_count`` then books the decision. Called with the lock held."""
+        if self._killed is not None:
+            call = Call(plan.name, self._attempts + 1, args_fp, arguments)
+            return call, Decision("kill", call.index, self._killed, ())
+        if plan.history_needed > self._capacity:
+            self._grow(plan.history_needed)
+        call = new_call(
+            plan.name, self._attempts + 1, args_fp, arguments, kind or plan.kind_of(arguments)
+        )
+        if self._unseen:
+            self._show_running()
+        if not plan.layers:
+            return call, new_decision("call", call.index)
+        observe = plan.observe or state.mode_override == "observe"
+        failures = self._layer_failures
+        decision = decide(self, call, plan.layers, plan.ladder, self._hit_count,
+                          observe=observe, on_error=self._layer_failed)
+        if self._layer_failures != failures and plan.settings.fail_closed:
+            return call, _REFUSED  # a layer could not judge the call: refuse it
+        return call, decision
+
+    def _count(self, call: Call, decision: Decision) -> None:
+        """Book a decision ``_judge`` made (here or, for a shared run, in another process)."""
+        action = decision.action
+        if decision.detections:
+            self._note(decision)
+        elif action == "kill":
+            return  # refused because the run was already killed: not an attempt
+        self._attempts += 1
+        if action == "call" or action == "warn":
+            self._calls += 1
+            self._calls_by_fn[call.fn] = self._calls_by_fn.get(call.fn, 0) + 1
+            self._turn_calls += 1
+            self._running[call.index] = call  # in flight from now on
+            self._unseen += 1
+        elif action == "skip":
+            self._skipped += 1
+            self._remember_skip(call)
+        else:
+            self._killed = decision.detection
+
     def _flag(self, plan: Plan, call: Call, detection: Detection) -> Decision:
         """Act on a detection made while a call is under way (a stream that repeats itself):
         the same action choice, bookkeeping and kill as a detection made before the call."""
+        if self._store is not None:
+            return self._store.flag(self, plan, call, detection)
         with self._lock:
-            if self._killed is not None:
-                return Decision("kill", call.index, self._killed, ())
-            observe = plan.observe or state.mode_override == "observe"
-            action = action_for(detection, plan.ladder, self._hit_count)
-            detection = dataclasses.replace(
-                detection, run_id=self.id, call_index=call.index, action=action
-            )
-            decision = Decision("call" if observe else action, call.index, detection, (detection,))
-            self._note(decision)
-            if decision.action == "kill":
-                self._killed = detection
+            decision = self._judge_flag(plan, call, detection)
+            self._count_flag(decision)
             return decision
+
+    def _judge_flag(self, plan: Plan, call: Call, detection: Detection) -> Decision:
+        if self._killed is not None:
+            return Decision("kill", call.index, self._killed, ())
+        observe = plan.observe or state.mode_override == "observe"
+        action = action_for(detection, plan.ladder, self._hit_count)
+        detection = dataclasses.replace(
+            detection, run_id=self.id, call_index=call.index, action=action
+        )
+        return Decision("call" if observe else action, call.index, detection, (detection,))
+
+    def _count_flag(self, decision: Decision) -> None:
+        if not decision.detections:
+            return
+        self._note(decision)
+        if decision.action == "kill":
+            self._killed = decision.detection
 
     def _hit_count(self, key: Hashable) -> int:
         return self._hits.get(key, 0)
@@ -632,40 +704,55 @@ class Run:
 
     def _discard(self, call: Call) -> None:
         """A call that went ahead but never completed (interrupted): it leaves no record."""
+        if self._store is not None:
+            self._store.discard(self, call.index)
+            return
         with self._lock:
-            i = self._ended(call.index)
-            if i >= 0:
-                self._replace(i, None)
+            self._drop(call.index)
+
+    def _drop(self, index: int) -> None:
+        """Call ``index`` ended without a record (lock held); here or in another process."""
+        i = self._ended(index)
+        if i >= 0:
+            self._replace(i, None)
 
     def _complete(self, record: CallRecord) -> None:
+        if self._store is not None:
+            self._store.complete(self, record)
+            return
         with self._lock:
-            running = self._running
-            entry = running.pop(record.index, None)
-            if entry is not None and type(entry) is Call:
-                # The common case: no other call was decided while this one ran. Inlined.
-                self._unseen -= 1
-                history = self._history
-                if len(history) == history.maxlen:
-                    self._evict()
-                history.append(record)
-                same = self._by_args.get(record.args_fp)
-                if same is None:
-                    self._by_args[record.args_fp] = deque((record,))
-                else:
-                    same.append(record)
+            self._book(record)
+
+    def _book(self, record: CallRecord) -> None:
+        """Book a completed call: history and counters (lock held). Here or, for a shared run,
+        when another process's call completed."""
+        running = self._running
+        entry = running.pop(record.index, None)
+        if entry is not None and type(entry) is Call:
+            # The common case: no other call was decided while this one ran. Inlined.
+            self._unseen -= 1
+            history = self._history
+            if len(history) == history.maxlen:
+                self._evict()
+            history.append(record)
+            same = self._by_args.get(record.args_fp)
+            if same is None:
+                self._by_args[record.args_fp] = deque((record,))
             else:
-                i = self._in_flight(record.index) if entry is not None else -1
-                if i >= 0:
-                    self._replace(i, record)
-                else:  # pushed out of the window while it ran, or the run was reset meanwhile
-                    self._append(record)
-            if record.error is not None:
-                self._errors += 1
-                self._consecutive_errors += 1
-            else:
-                self._consecutive_errors = 0
-            if record.cost:
-                self._cost += record.cost
+                same.append(record)
+        else:
+            i = self._in_flight(record.index) if entry is not None else -1
+            if i >= 0:
+                self._replace(i, record)
+            else:  # pushed out of the window while it ran, or the run was reset meanwhile
+                self._append(record)
+        if record.error is not None:
+            self._errors += 1
+            self._consecutive_errors += 1
+        else:
+            self._consecutive_errors = 0
+        if record.cost:
+            self._cost += record.cost
 
     def _recorder_for(self, settings_trace: str | None) -> Recorder | None:
         """The run's trace recorder, opened on first use (``settings_trace`` or the run's config).
@@ -730,11 +817,15 @@ def run(
     *,
     config: Config | str | Any = None,
     on_detect: DetectHook | Iterable[DetectHook] | None = None,
+    parent: Run | str | None = None,
     **settings: Any,
 ) -> Run:
     """Open a run: ``with fuzeguard.run("ticket-4711") as run: ...`` (or ``async with``).
 
     ``config`` is a ``Config``, a path to a TOML file, or a TOML-shaped dict; by default the
     discovered fuze.toml. Keyword settings (``max_calls=50``, ``trace="traces/"``) override it.
+    ``store="redis://host:6379/0"`` shares the run with every process that opens a run of the
+    same name on that store (``docs/workers.md``). ``parent`` is the run this one works for (a
+    subagent's run): its calls and cost count toward the parent's budgets as well.
     """
-    return Run(name, config=config, on_detect=on_detect, **settings)
+    return Run(name, config=config, on_detect=on_detect, parent=parent, **settings)

@@ -6,6 +6,7 @@ are the single source of every default.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -90,6 +91,20 @@ class Settings:
         2, type="int", minimum=0, origin="groq-code-cli", scope="run",
         doc="How many times run.reset() may clear a run.",
     )
+    store: str | None = setting(
+        None, type="store", optional=True, origin="fuzeguard", scope="run",
+        doc="Share each run with every process that opens a run of the same name here: a Redis "
+        'URL such as "redis://localhost:6379/0" (FUZE_STORE overrides the file; docs/workers.md).',
+    )
+    store_timeout: float = setting(
+        0.05, type="duration", minimum=0.001, origin="fuzeguard", scope="run",
+        doc="Time budget of one round trip to the store; past it the call is judged in this process "
+        "(or refused with fail_closed = true).",
+    )
+    store_ttl: float = setting(
+        86400.0, type="duration", minimum=0.01, origin="fuzeguard", scope="run",
+        doc="A shared run's state expires this long after its last activity.",
+    )
     trace: str | None = setting(
         None, type="path", optional=True, origin="fuzeguard", scope="run",
         doc="Append every call to this JSON Lines file, or to a file per run in this directory.",
@@ -111,3 +126,14 @@ class Settings:
         65536, type="int", minimum=0, origin="fuzeguard",
         doc="Results longer than this are truncated in traces (their fingerprint stays whole).",
     )
+
+
+def store_url(config: Any) -> str | None:
+    """The store a run opened with ``config`` shares its state through, or None.
+
+    Precedence as for ``trace``: ``store=`` in code, then ``FUZE_STORE``, then the config file.
+    """
+    url: str | None = config.settings_for(None)["store"]
+    if config.origin_of("store") != "code":
+        url = os.environ.get("FUZE_STORE") or url
+    return url or None

@@ -1,0 +1,60 @@
+"""Where a run's state lives when it is not this process's alone: the store seam.
+
+A run of its own keeps its state in its ``Run`` object and has no store (``run._store is None``:
+it pays nothing for this module). A run with a ``store`` setting (``redis.py``) or a ``parent``
+run (``parent.py``) hands every change of its state to a ``Store``: deciding a call, a detection
+made mid-stream, completing a call, cost added outside a call, ending a turn, a reset, and
+closing. The store judges with the run's own ``_judge`` and books with its own ``_count`` /
+``_book``, so there is one decision and one bookkeeping path whatever holds the state.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol
+
+from fuzeguard._private.exceptions import StoreUnavailable
+
+if TYPE_CHECKING:
+    from fuzeguard._private.plan import Plan
+    from fuzeguard._private.records import Call, CallRecord, Decision, Detection
+    from fuzeguard._private.run import Run
+
+
+__all__ = ["Store", "StoreUnavailable", "open_store"]
+
+
+class Store(Protocol):
+    """Holds a run's state for it (see the module docstring)."""
+
+    def open(self, run: Run) -> None: ...
+    def decide(
+        self, run: Run, plan: Plan, args_fp: bytes, arguments: Any, kind: str | None
+    ) -> tuple[Call, Decision]: ...
+    def flag(self, run: Run, plan: Plan, call: Call, detection: Detection) -> Decision: ...
+    def complete(self, run: Run, record: CallRecord) -> None: ...
+    def add_cost(self, run: Run, amount: float) -> None: ...
+    def end_turn(self, run: Run) -> None: ...
+    def reset(self, run: Run) -> None: ...
+    def refresh(self, run: Run) -> None: ...
+    def stats(self) -> dict[str, int]: ...
+    def close(self, run: Run) -> None: ...
+
+
+def open_store(run: Run, url: str | None, parent: Run | str | None) -> Store:
+    """The store of a run opened with ``store=url`` and/or ``parent=``."""
+    from fuzeguard._private.run import Run as RunClass
+
+    if url is None and isinstance(parent, RunClass):
+        url = getattr(parent._store, "url", None)  # a subagent's run lives where its parent does
+    if url is None:
+        if not isinstance(parent, RunClass):
+            raise TypeError(
+                f"fuzeguard.run(parent=...) takes the parent Run, got {parent!r}; a parent named by "
+                "its name needs a shared store: fuzeguard.run(..., store=\"redis://...\")"
+            )
+        from fuzeguard._private.store.parent import ParentStore
+
+        return ParentStore(parent)
+    from fuzeguard._private.store.redis import RedisStore
+
+    return RedisStore(run, url, parent)

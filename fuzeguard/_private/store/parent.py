@@ -1,0 +1,120 @@
+"""A subagent's run in this process: its calls and cost count toward its parent's budgets too.
+
+The run keeps its own state (and its own loops: the parent's history is the parent's); each call
+it makes is first checked against the ``max_calls`` and ``max_cost`` of every run above it, then
+counted in them, and the cost of its calls is added to theirs.
+"""
+
+from __future__ import annotations
+
+from contextlib import ExitStack
+from typing import TYPE_CHECKING, Any
+
+from fuzeguard._private import state
+from fuzeguard._private.records import Call, CallRecord, Decision, Detection
+
+if TYPE_CHECKING:
+    from fuzeguard._private.plan import Plan
+    from fuzeguard._private.run import Run
+
+
+def parent_limit(
+    parent: str, what: str, used: float, limit: float, call: Call, run_id: str
+) -> Detection:
+    """The detection for a call refused because a parent run used up its budget."""
+    text = (f"The parent run {parent} has made {used:g} tool calls" if what == "max_calls"
+            else f"The parent run {parent} has spent {used:g}")
+    return Detection(
+        layer="limits", fn=call.fn, kind="limit", count=int(used) + 1 if what == "max_calls" else None,
+        threshold=limit, pattern=f"parent.{what}", run_id=run_id, call_index=call.index,
+        action="kill",
+        message=f"{text}, its limit ({what} = {limit:g}). Stop and report what you have so far.",
+    )
+
+
+def limit_decision(plan: Plan, call: Call, detection: Detection) -> Decision:
+    observe = plan.observe or state.mode_override == "observe"
+    return Decision("call" if observe else "kill", call.index, detection, (detection,))
+
+
+class ParentStore:
+    """A run with a parent run in this process (see the module docstring)."""
+
+    def __init__(self, parent: Run) -> None:
+        self.ancestors: list[Run] = []
+        run: Run | None = parent
+        while run is not None:
+            self.ancestors.append(run)
+            store = run._store
+            run = store.ancestors[0] if isinstance(store, ParentStore) else None
+
+    def open(self, run: Run) -> None:
+        pass
+
+    def _over(self, run: Run, call: Call) -> Detection | None:
+        for parent in self.ancestors:
+            values = parent.config.settings_for(None)
+            name = parent.name or parent.id
+            max_calls, max_cost = values["max_calls"], values["max_cost"]
+            if max_calls is not None and parent._calls >= max_calls:
+                return parent_limit(name, "max_calls", parent._calls, max_calls, call, run.id)
+            if max_cost is not None and parent._cost >= max_cost:
+                return parent_limit(name, "max_cost", parent._cost, max_cost, call, run.id)
+        return None
+
+    def decide(
+        self, run: Run, plan: Plan, args_fp: bytes, arguments: Any, kind: str | None = None
+    ) -> tuple[Call, Decision]:
+        with ExitStack() as locks:  # the run's lock, then its parent's, and so on up
+            locks.enter_context(run._lock)
+            for parent in self.ancestors:
+                locks.enter_context(parent._lock)
+            call, decision = run._judge(plan, args_fp, arguments, kind)
+            if decision.action in ("call", "warn"):
+                over = self._over(run, call)
+                if over is not None:
+                    decision = limit_decision(plan, call, over)
+            run._count(call, decision)
+            if decision.action in ("call", "warn"):
+                for parent in self.ancestors:
+                    parent._calls += 1
+            return call, decision
+
+    def flag(self, run: Run, plan: Plan, call: Call, detection: Detection) -> Decision:
+        with run._lock:
+            decision = run._judge_flag(plan, call, detection)
+            run._count_flag(decision)
+            return decision
+
+    def complete(self, run: Run, record: CallRecord) -> None:
+        with run._lock:
+            run._book(record)
+        if record.cost:
+            self._spend(record.cost)
+
+    def add_cost(self, run: Run, amount: float) -> None:
+        with run._lock:
+            run._cost += amount
+        self._spend(amount)
+
+    def _spend(self, amount: float) -> None:
+        for parent in self.ancestors:
+            with parent._lock:
+                parent._cost += amount
+
+    def end_turn(self, run: Run) -> None:
+        with run._lock:
+            run._end_turn()
+
+    def reset(self, run: Run) -> None:
+        with run._lock:
+            run._reset()
+
+    def refresh(self, run: Run) -> None:
+        pass
+
+    def stats(self) -> dict[str, int]:
+        return {}
+
+    def close(self, run: Run) -> None:
+        pass

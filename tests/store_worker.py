@@ -1,0 +1,86 @@
+"""A worker process for the shared-run tests: ``python tests/store_worker.py MODE URL RUN [N]``.
+
+It waits at a barrier (the Redis list ``go:RUN``) so that every worker starts together, then:
+
+* ``count N``: calls ``fetch(i)`` for i in 0..N-1 in the shared run until the run is killed;
+* ``ping-pong N``: takes turns with another worker through the lists ``turn:RUN:A``/``:B``: on its
+  turn it calls ``ask("same question")`` once and hands the turn over;
+* ``kill``: calls ``fetch(0)`` in a run whose ``max_calls`` is already used up.
+
+It prints one JSON object (its counts, or the call index at which the loop was caught) and
+nothing else to stdout: the library's log goes to stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+
+import redis
+import structlog
+
+import fuzeguard
+from fuzeguard import Config, LoopDetected, guard
+
+
+@guard(max_iterations=10**9)
+def fetch(i: int) -> str:
+    return f"page {i}"
+
+
+@guard
+def ask(question: str) -> str:
+    return "I cannot answer that question, please ask something else."
+
+
+def main(argv: list[str]) -> int:
+    structlog.configure(
+        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
+    )
+    mode, url, name = argv[:3]
+    n = int(argv[3]) if len(argv) > 3 else 0
+    settings = json.loads(argv[4]) if len(argv) > 4 else {}
+    client = redis.Redis.from_url(url)
+    client.blpop([f"go:{name}"], timeout=30)
+    out: dict[str, object] = {}
+    with fuzeguard.run(name, store=url, config=Config(), store_timeout=10, **settings) as run:
+        if mode == "count":
+            made = 0
+            try:
+                for i in range(n):
+                    fetch(i)
+                    made += 1
+            except LoopDetected:
+                out["killed"] = True
+            out["made"] = made
+        elif mode == "ping-pong":
+            me, other = argv[5], argv[6]
+            caught = None
+            for _ in range(n):
+                if client.blpop([f"turn:{name}:{me}"], timeout=30) is None:
+                    break
+                try:
+                    ask("same question")
+                except LoopDetected as exc:
+                    caught = exc.detection.call_index
+                client.rpush(f"turn:{name}:{other}", "go")
+                if caught is not None:
+                    break
+            out["caught"] = caught
+        elif mode == "kill":
+            try:
+                fetch(0)
+                out["refused"] = False
+            except LoopDetected as exc:
+                out["refused"] = True
+                out["layer"] = exc.detection.layer
+        out["worker"] = fuzeguard.current_run().id
+        out["calls"] = run.stats().calls
+    print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
