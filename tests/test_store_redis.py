@@ -436,3 +436,40 @@ def test_a_shared_run_needs_a_name(redis_server: RedisServer) -> None:
 
 def test_a_run_without_a_store_has_no_store() -> None:
     assert fuzeguard.run("local", config=Config())._store is None
+
+
+# ---------------------------------------------------------------------------- traces
+
+
+def test_each_worker_s_trace_names_the_shared_run_and_the_worker(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    with shared(redis_server, "traced") as run:
+        got = workers(redis_server, "traced",
+                      ["count", "3", json.dumps({"trace": str(tmp_path / "a.jsonl")})],
+                      ["count", "3", json.dumps({"trace": str(tmp_path / "b.jsonl")})])
+        lines = [json.loads(line) for name in ("a", "b")
+                 for line in (tmp_path / f"{name}.jsonl").read_text().splitlines()]
+    assert {g["made"] for g in got} == {3}
+    assert {line["run"] for line in lines} == {run.id}
+    assert len({line["worker"] for line in lines}) == 2
+    assert all(isinstance(line["at"], float) for line in lines)
+
+
+def test_replaying_every_worker_s_trace_merged_by_time_reproduces_the_shared_judgement(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    from fuzeguard._private.replay import Replayer
+
+    traces = [str(tmp_path / "A.jsonl"), str(tmp_path / "B.jsonl")]
+    with shared(redis_server, "replayed"):
+        redis_server.client().rpush("turn:replayed:A", "go")
+        got = workers(
+            redis_server, "replayed",
+            ["ping-pong", "20", json.dumps({"trace": traces[0]}), "A", "B"],
+            ["ping-pong", "20", json.dumps({"trace": traces[1]}), "B", "A"],
+        )
+    live = {g["caught"] for g in got}
+    summary = Replayer(Config()).replay_merged(traces)
+    assert [k.call for k in summary.kills] == sorted(live)
+    assert [d.detection.layer for d in summary.detections] == ["dedup", "dedup"]

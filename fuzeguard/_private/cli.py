@@ -133,6 +133,9 @@ def _parser() -> argparse.ArgumentParser:
                      help="text (tables and a summary) or json (one object per detection)")
     rep.add_argument("--fail-on-detect", action="store_true",
                      help="exit 1 when anything was detected (for CI checks)")
+    rep.add_argument("--merge", action="store_true",
+                     help="replay all TRACEs as one stream ordered by time: the traces every "
+                     "worker wrote of one shared run (docs/workers.md)")
     rep.add_argument("--ignore-code-settings", action="store_true",
                      help="ignore settings the traced code passed to guard()/run(): "
                      "let the config alone decide")
@@ -180,6 +183,7 @@ def _main(argv: Sequence[str] | None) -> int:
         fail_on_detect=args.fail_on_detect,
         use_code_settings=not args.ignore_code_settings,
         progress=args.progress,
+        merge=args.merge,
     )
 
 
@@ -325,6 +329,7 @@ def replay(
     progress: bool | None = None,
     out: TextIO | None = None,
     err: TextIO | None = None,
+    merge: bool = False,
 ) -> int:
     """``fuze replay``: replay traces and report detections; returns the exit status."""
     out = out or sys.stdout
@@ -374,12 +379,16 @@ def replay(
     total_calls = total_runs = total_detections = killed = problems = 0
     by_layer: dict[str, int] = {}
     by_action: dict[str, int] = {}
-    for i, (path, size) in enumerate(zip(files, sizes, strict=True), start=1):
+    jobs = list(zip(files, sizes, strict=True))
+    if merge:  # one stream: every worker's trace of a shared run, ordered by time
+        jobs = [(f"{len(files)} traces merged", sum(sizes))]
+    for i, (path, size) in enumerate(jobs, start=1):
         if bar is not None:
             bar.start(i)
             bar.update(0, force=True)
         try:
-            summary = replayer.replay_file(path, progress=bar.update if bar else None)
+            summary = (replayer.replay_merged(files, path) if merge else
+                       replayer.replay_file(path, progress=bar.update if bar else None))
         except BrokenPipeError:
             raise  # our reader left (``| head``), not the trace: main() ends quietly
         except OSError as exc:

@@ -369,6 +369,19 @@ class Replayer:
         with open(path, encoding="utf-8", errors="replace") as f:
             return self.replay_lines(bounded_lines(f, self.max_line), path, progress=progress)
 
+    def replay_merged(self, paths: Iterable[str], label: str = "merged") -> TraceSummary:
+        """Replay several traces as one stream, their lines ordered by time: the traces each
+        process wrote of a run shared through a store (``at``, else ``ts``, orders them)."""
+        keyed: list[tuple[float, int, str]] = []
+        for path in paths:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                for line in f:
+                    if not line.strip():
+                        continue
+                    keyed.append((_moment(line), len(keyed), line))
+        keyed.sort()
+        return self.replay_lines((line for _, _, line in keyed), label)
+
     def replay_lines(
         self,
         lines: Iterable[bytes | str | _Overlong],
@@ -698,7 +711,10 @@ class Replayer:
     @staticmethod
     def _run_events(run: Run, obj: dict[str, Any], problem: Callable[[str], None]) -> None:
         with run._lock:
-            if "reset" in obj:
+            reset = obj.get("reset")
+            # A run shared by several processes has the same reset on each one's next line
+            # (merged traces): it is the reset number that tells a new one.
+            if reset is not None and not (type(reset) is int and reset == run.resets):
                 # Live, a reset restarts the run's clock: later "ts" values count from it.
                 run.resets += 1
                 run._clear()
@@ -713,6 +729,21 @@ class Replayer:
                 run._cost += amount
             elif extra is not None:
                 problem(f'"extra_cost" must be a finite number, got {_show(extra)}; ignored')
+
+
+def _moment(line: str) -> float:
+    """When a trace line's call began, for merging traces (lines without a time sort first)."""
+    try:
+        obj = json.loads(line)
+    except ValueError:
+        return float("-inf")
+    if not isinstance(obj, dict):
+        return float("-inf")
+    for key in ("at", "ts"):
+        value = obj.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    return float("-inf")
 
 
 def _error_name(text: str) -> str:

@@ -279,6 +279,9 @@ class TraceRecorder:
                 return
             try:
                 line["run"] = run.id
+                store = run._store
+                if store is not None:
+                    store.annotate(run, line)
                 if not self._started:
                     self._started = True
                     line["run_info"] = _run_info(run)
@@ -296,10 +299,11 @@ class TraceRecorder:
                     if options:
                         line["guard"] = options
                 # Cost added with add_cost() outside any call reaches the run but no record.
+                spent = run._cost if store is None else store.own_cost(run)
                 expected = self._cost + (cost or 0.0)
-                if abs(run._cost - expected) > 1e-9 * max(1.0, abs(expected)):
-                    line["extra_cost"] = run._cost - expected
-                self._cost = run._cost
+                if abs(spent - expected) > 1e-9 * max(1.0, abs(expected)):
+                    line["extra_cost"] = spent - expected
+                self._cost = spent
                 data = (_dumps(line) + "\n").encode("utf-8", "backslashreplace")
                 if self._torn:
                     self._torn = False

@@ -273,6 +273,8 @@ class RedisStore:
         self.outages = 0
         self.local_calls = 0
         self.fail_closed = False
+        self.worker = f"{worker_id()}/{os.urandom(2).hex()}"  # this process's hold on the run
+        self.spent = 0.0  # cost this process brought since the last reset (see own_cost)
         self._scripts: dict[str, Any] = {}
 
     # ------------------------------------------------------------------ Redis round trips
@@ -324,7 +326,10 @@ class RedisStore:
 
     def _apply(self, run: Run, raw_events: list[bytes]) -> None:
         for raw in raw_events:
-            events.apply(run, events.parse(raw))
+            event = events.parse(raw)
+            events.apply(run, event)
+            if event["k"] == "r":
+                self.spent = 0.0
 
     def _commit(
         self, run: Run, event: dict[str, Any], conditional: bool, calls: int = 0, cost: float = 0.0,
@@ -338,7 +343,7 @@ class RedisStore:
                            payload, calls, repr(cost)]
         parent_event = ""
         if self.ancestors and (calls or cost):
-            parent_event = codec.dumps(events.simple("p", worker_id(), event["n"], calls=calls,
+            parent_event = codec.dumps(events.simple("p", self.worker, event["n"], calls=calls,
                                                      cost=cost))
         for _ in self.ancestors:
             args += [-1, "0", parent_event, calls, repr(cost)]
@@ -488,7 +493,7 @@ class RedisStore:
                 if decision.action == "kill" and not decision.detections:
                     return call, decision  # the run was killed: nothing to write
                 counts = 1 if decision.action in ("call", "warn") else 0
-                event = events.decided(worker_id(), self._next(), call, decision)
+                event = events.decided(self.worker, self._next(), call, decision)
                 if not reachable:
                     return self._locally(run, plan, call, decision, event, counts, None)
                 try:
@@ -506,7 +511,7 @@ class RedisStore:
                     over = parent_limit(name, reply[4].decode(), float(reply[5]),
                                         float(reply[6]), call, run.id)
                     decision = limit_decision(plan, call, over)
-                    event = events.decided(worker_id(), self._next(), call, decision)
+                    event = events.decided(self.worker, self._next(), call, decision)
                     try:
                         reply = self._commit(run, event, True, 0,
                                              book=functools.partial(run._count, call, decision))
@@ -518,7 +523,7 @@ class RedisStore:
                 if conflicts >= MAX_CONFLICTS:
                     lost = TimeoutError(f"{conflicts} commits lost to other processes")
                     call, decision = run._judge(plan, args_fp, arguments, kind)
-                    event = events.decided(worker_id(), self._next(), call, decision)
+                    event = events.decided(self.worker, self._next(), call, decision)
                     return self._locally(run, plan, call, decision, event, counts, lost)
 
     def _locally(
@@ -561,21 +566,23 @@ class RedisStore:
         with run._lock:
             decision = run._judge_flag(plan, call, detection)
             if decision.detections:
-                self._write(run, events.flagged(worker_id(), self._next(), decision))
+                self._write(run, events.flagged(self.worker, self._next(), decision))
             return decision
 
     def complete(self, run: Run, record: CallRecord) -> None:
         with run._lock:
-            self._write(run, events.completed(worker_id(), self._next(), record),
+            self.spent += record.cost or 0.0
+            self._write(run, events.completed(self.worker, self._next(), record),
                         cost=record.cost or 0.0)
 
     def add_cost(self, run: Run, amount: float) -> None:
         with run._lock:
-            self._write(run, events.simple("a", worker_id(), self._next(), v=amount), cost=amount)
+            self.spent += amount
+            self._write(run, events.simple("a", self.worker, self._next(), v=amount), cost=amount)
 
     def end_turn(self, run: Run) -> None:
         with run._lock:
-            self._write(run, events.simple("e", worker_id(), self._next()))
+            self._write(run, events.simple("e", self.worker, self._next()))
 
     def reset(self, run: Run) -> None:
         limit = run.config.settings_for(None)["max_resets"]
@@ -584,7 +591,7 @@ class RedisStore:
                 reachable = self._reachable(run)  # first: it may bring the copy up to date
                 if run.resets >= limit:
                     run._reset()  # raises the max_resets error
-                event = events.simple("r", worker_id(), self._next(), t=time.time())
+                event = events.simple("r", self.worker, self._next(), t=time.time())
                 if not reachable:
                     break
                 try:
@@ -593,12 +600,17 @@ class RedisStore:
                     self._down(run, exc, _Pending(event, -run._calls, -run._cost,
                                                   in_doubt=_in_doubt(exc)))
                     events.apply(run, event)
+                    self.spent = 0.0
                     return
                 if reply[0] == 1:
+                    self.spent = 0.0
                     return
+            if self.outage is None:
+                self._down(run, TimeoutError(f"{MAX_CONFLICTS} commits lost to other processes"))
             assert self.outage is not None
             self.outage.pending.append(_Pending(event, -run._calls, -run._cost))
             events.apply(run, event)
+            self.spent = 0.0
 
     def refresh(self, run: Run) -> None:
         with run._lock:
@@ -613,6 +625,18 @@ class RedisStore:
     def stats(self) -> dict[str, int]:
         return {"store_errors": self.errors, "store_outages": self.outages,
                 "locally_judged": self.local_calls}
+
+    def annotate(self, run: Run, line: dict[str, Any]) -> None:
+        """Traces of a shared run name the process (``worker``) and give each line's moment as
+        seconds since the epoch (``at``): ``fuze replay --merge`` orders every process's lines by
+        it, across resets, which restart ``ts``."""
+        line["worker"] = self.worker
+        ts = line.get("ts")
+        if isinstance(ts, float):
+            line["at"] = events.wall_of(run) + ts
+
+    def own_cost(self, run: Run) -> float:
+        return self.spent
 
     def close(self, run: Run) -> None:
         with run._lock:
