@@ -2,7 +2,7 @@
 
 It waits at a barrier (the Redis list ``go:RUN``) so that every worker starts together, then:
 
-* ``count N``: calls ``fetch(i)`` for i in 0..N-1 in the shared run until the run is killed;
+* ``count N``: makes N distinct calls ``fetch(...)`` in the shared run until the run is killed;
 * ``ping-pong N``: takes turns with another worker through the lists ``turn:RUN:A``/``:B``: on its
   turn it calls ``ask("same question")`` once and hands the turn over;
 * ``kill``: calls ``fetch(0)`` in a run whose ``max_calls`` is already used up.
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 
 import redis
@@ -48,9 +49,10 @@ def main(argv: list[str]) -> int:
     with fuzeguard.run(name, store=url, config=Config(), store_timeout=10, **settings) as run:
         if mode == "count":
             made = 0
+            base = os.getpid() * 1_000_000  # distinct calls: no worker repeats another's
             try:
                 for i in range(n):
-                    fetch(i)
+                    fetch(base + i)
                     made += 1
             except LoopDetected:
                 out["killed"] = True
@@ -77,7 +79,10 @@ def main(argv: list[str]) -> int:
                 out["refused"] = True
                 out["layer"] = exc.detection.layer
         out["worker"] = fuzeguard.current_run().id
-        out["calls"] = run.stats().calls
+        stats = run.stats()
+        out["calls"] = stats.calls
+        out["locally_judged"] = stats.locally_judged
+        out["store_errors"] = stats.store_errors
     print(json.dumps(out))
     return 0
 

@@ -82,6 +82,7 @@ def test_max_calls_stops_a_run_of_eight_processes_at_exactly_the_limit(
     with shared(redis_server, "cap-8", max_calls=5000) as run:
         got = workers(redis_server, "cap-8", *[["count", "1000", limit]] * 8)
         stats = run.stats()
+    assert [(g["locally_judged"], g["store_errors"]) for g in got] == [(0, 0)] * 8
     assert sum(g["made"] for g in got) == 5000
     assert any(g.get("killed") for g in got)
     assert stats.calls == 5000 and stats.killed

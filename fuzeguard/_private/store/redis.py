@@ -50,17 +50,24 @@ SNAPSHOT_EVERY = 64
 MAX_EVENTS = 4096  # events kept however far behind the last snapshot is
 RETRY_AFTER = 1.0  # seconds between attempts to reach a store that failed
 MAX_CONFLICTS = 1000  # commits lost to other processes before a call is judged locally
+LEASE_AFTER = 2  # commits lost in a row before a process asks for the run's lease
+LEASE_MS = 20  # how long the lease holds at most (a holder that stalls loses it)
+WAIT = 0.0002  # seconds between tries while another process holds the lease
+MAX_WAITS = 5000
 
-# KEYS: m, e of the run, then of each ancestor. ARGV: ttl (ms), max events, then per key:
-# expected seq, conditional ("1": only if the log is still at expected seq), event ("" for
-# none), calls to count, cost to add (for subagents' budgets).
+# KEYS: m, e of the run, then of each ancestor. ARGV: ttl (ms), max events, the writer (worker),
+# "1" to take the run's lease if the commit loses, the lease (ms), then per key: expected seq,
+# conditional ("1": only if the log is still at expected seq), event ("" for none), calls to
+# count, cost to add (for subagents' budgets).
 # Returns {status, seq, missed} where status 1 = committed, 0 = the log moved on (missed holds
 # the events after expected; false when they are no longer kept), 2 = an ancestor's budget is
 # used up (then also: ancestor position, "max_calls" or "max_cost", used, limit), 3 = the run
-# is gone from Redis (deleted, expired, or Redis restarted without its data).
+# is gone from Redis (deleted, expired, or Redis restarted without its data), 4 = another
+# process holds the lease: try again in a moment.
+# The lease keeps a process that keeps losing to the others from starving: once it holds it, no
+# other process can write until its next commit (or the lease's end).
 _COMMIT = """
-local ttl = tonumber(ARGV[1])
-local cap = tonumber(ARGV[2])
+local ttl, cap, me = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
 local n = #KEYS / 2
 local function missed(m, e, expected, seq)
   local count = seq - expected
@@ -69,29 +76,45 @@ local function missed(m, e, expected, seq)
   return redis.call('LRANGE', e, -count, -1)
 end
 if redis.call('HEXISTS', KEYS[1], 'seq') == 0 then return {3, 0, {}} end
-local seq = tonumber(redis.call('HGET', KEYS[1], 'seq'))
-local expected = tonumber(ARGV[3])
-if ARGV[4] == '1' and seq ~= expected then
+local v = redis.call('HMGET', KEYS[1], 'seq', 'lease')
+local seq = tonumber(v[1])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local mine = false
+if v[2] then
+  local holder, deadline = string.match(v[2], '^(.*)|(%d+)$')
+  if holder == me then
+    mine = true
+  elseif tonumber(deadline) > now then
+    return {4, seq, {}}
+  end
+end
+local expected = tonumber(ARGV[6])
+if ARGV[7] == '1' and seq ~= expected then
+  if ARGV[4] == '1' then
+    redis.call('HSET', KEYS[1], 'lease', me .. '|' .. (now + tonumber(ARGV[5])))
+  end
   return {0, seq, missed(KEYS[1], KEYS[2], expected, seq)}
 end
 for i = 2, n do
   local m = KEYS[2 * i - 1]
-  local base = 3 + (i - 1) * 5
+  local base = 6 + (i - 1) * 5
   if tonumber(ARGV[base + 3]) > 0 then
-    local v = redis.call('HMGET', m, 'calls', 'cost', 'max_calls', 'max_cost')
-    local calls, cost = tonumber(v[1] or '0'), tonumber(v[2] or '0')
-    if v[3] and v[3] ~= '' and calls >= tonumber(v[3]) then
-      return {2, seq, missed(KEYS[1], KEYS[2], expected, seq), i - 1, 'max_calls', tostring(calls), v[3]}
+    local w = redis.call('HMGET', m, 'calls', 'cost', 'max_calls', 'max_cost')
+    local calls, cost = tonumber(w[1] or '0'), tonumber(w[2] or '0')
+    if w[3] and w[3] ~= '' and calls >= tonumber(w[3]) then
+      return {2, seq, missed(KEYS[1], KEYS[2], expected, seq), i - 1, 'max_calls', tostring(calls), w[3]}
     end
-    if v[4] and v[4] ~= '' and cost >= tonumber(v[4]) then
-      return {2, seq, missed(KEYS[1], KEYS[2], expected, seq), i - 1, 'max_cost', tostring(cost), v[4]}
+    if w[4] and w[4] ~= '' and cost >= tonumber(w[4]) then
+      return {2, seq, missed(KEYS[1], KEYS[2], expected, seq), i - 1, 'max_cost', tostring(cost), w[4]}
     end
   end
 end
+if v[2] then redis.call('HDEL', KEYS[1], 'lease') end
 local out = {1, seq, missed(KEYS[1], KEYS[2], expected, seq)}
 for i = 1, n do
   local m, e = KEYS[2 * i - 1], KEYS[2 * i]
-  local base = 3 + (i - 1) * 5
+  local base = 6 + (i - 1) * 5
   if ARGV[base + 2] ~= '' then
     local s = redis.call('HINCRBY', m, 'seq', 1)
     if i == 1 then out[2] = s end
@@ -273,6 +296,8 @@ class RedisStore:
         self.outages = 0
         self.local_calls = 0
         self.fail_closed = False
+        self.losses = 0  # commits lost to other processes in a row
+        self.lease_ms = LEASE_MS
         self.worker = f"{worker_id()}/{os.urandom(2).hex()}"  # this process's hold on the run
         self.spent = 0.0  # cost this process brought since the last reset (see own_cost)
         self._scripts: dict[str, Any] = {}
@@ -339,16 +364,26 @@ class RedisStore:
         log moved on. Applies what was missed, then, once appended, ``event`` itself (``book``,
         or ``events.apply``)."""
         payload = codec.dumps(event)
-        args: list[Any] = [self.ttl_ms, MAX_EVENTS, self.seq, "1" if conditional else "0",
-                           payload, calls, repr(cost)]
+        lease = "1" if conditional and self.losses >= LEASE_AFTER else "0"
+        args: list[Any] = [self.ttl_ms, MAX_EVENTS, self.worker, lease, self.lease_ms,
+                           self.seq, "1" if conditional else "0", payload, calls, repr(cost)]
         parent_event = ""
         if self.ancestors and (calls or cost):
             parent_event = codec.dumps(events.simple("p", self.worker, event["n"], calls=calls,
                                                      cost=cost))
         for _ in self.ancestors:
             args += [-1, "0", parent_event, calls, repr(cost)]
-        reply: list[Any] = self._script(_COMMIT)(keys=self.keys, args=args)
+        script = self._script(_COMMIT)
+        reply: list[Any] = script(keys=self.keys, args=args)
+        waits = 0
+        while reply[0] == 4:  # another process holds the lease for a moment
+            waits += 1
+            if waits > MAX_WAITS:
+                raise TimeoutError("another process kept the run's lease")
+            time.sleep(WAIT)
+            reply = script(keys=self.keys, args=args)
         status, seq, missed = reply[0], int(reply[1]), reply[2]
+        self.losses = self.losses + 1 if status == 0 else 0
         if status == 3:
             emit("warning", "fuzeguard.store_lost_run", run_id=run.id, run_name=run.name,
                  message="the run's state was gone from the store (deleted, expired, or the "
