@@ -23,6 +23,7 @@ import concurrency
 import growth
 import overhead
 import semantic_baseline
+import shared_store
 import structlog
 import verdicts
 from _common import Row, machine
@@ -51,6 +52,14 @@ NOTES = """\
 - **Semantic vs difflib**: six 1 KB outputs per case, the sixth a lightly edited copy of an
   earlier one in half of the cases; the baseline is `SequenceMatcher(autojunk=False).ratio()`
   between the latest output and the earlier ones in the window, at the layer's threshold.
+- **Shared run (Redis)**: one local redis-server, one run shared by 1, 4 and 16 worker
+  processes released together, each making distinct calls with the default layers; throughput is
+  all calls over the time from the release to the last worker's end, and every run checks that
+  the shared run counted every call exactly and nothing fired. Round trips are the scripts Redis
+  ran per guarded call (`INFO commandstats`). A call is decided in one round trip and its
+  completion written in another; when other workers commit in between, the decision is made
+  again on the new state, which costs a round trip each time (and the 2-core machine runs all
+  workers and the server at once).
 - **Verdicts**: known loops (Fuze dedup, argument spellings, result-aware polling, iteration cap,
   run limit) must still be caught exactly as before, and fingerprints computed before the hot path
   was optimized must still match.
@@ -175,6 +184,7 @@ def main(argv: list[str] | None = None) -> int:
         ("concurrency", lambda: concurrency.measure(options.quick)),
         ("semantic vs difflib", lambda: semantic_baseline.measure(options.quick)),
         ("replay", lambda: _replay(options.quick)),
+        ("shared run", lambda: shared_store.measure(options.quick)),
     ]
     for name, measure in sections:
         started = time.perf_counter()
