@@ -37,7 +37,16 @@ def wall_of(run: Run) -> float:
 
 def decided(worker: str, number: int, call: Call, decision: Decision) -> dict[str, Any]:
     return {"k": "d", "w": worker, "n": number, "fn": call.fn, "fp": call.args_fp.hex(),
-            "x": codec.decision_out(decision)}
+            "x": codec.decision_out(decision), "t": time.time()}
+
+
+def count(run: Run, call: Call, decision: Decision, event: dict[str, Any]) -> None:
+    """Book a decision (``run._count``). A shared run's clock (``max_duration``) starts at its
+    first call, in whichever process, and again at the first call after a reset."""
+    first = run._attempts == 0
+    run._count(call, decision)
+    if first and run._attempts == 1:
+        run._start = local_start(event["t"])
 
 
 def flagged(worker: str, number: int, decision: Decision) -> dict[str, Any]:
@@ -59,7 +68,7 @@ def apply(run: Run, event: dict[str, Any]) -> None:
         decision = codec.decision_in(event["x"])
         call = Call(event["fn"], run._attempts + 1, bytes.fromhex(event["fp"]))
         if decision.action != "kill" or decision.detections:
-            run._count(call, decision)
+            count(run, call, decision, event)
     elif kind == "c":
         run._book(codec.record_in(event["r"]))
     elif kind == "f":

@@ -533,7 +533,7 @@ class RedisStore:
                     return self._locally(run, plan, call, decision, event, counts, None)
                 try:
                     reply = self._commit(run, event, True, counts,
-                                         book=functools.partial(run._count, call, decision))
+                                         book=functools.partial(events.count, run, call, decision, event))
                 except Exception as exc:
                     # The judgement stands: it was made on the state as last seen.
                     return self._locally(run, plan, call, decision, event, counts, exc)
@@ -549,7 +549,7 @@ class RedisStore:
                     event = events.decided(self.worker, self._next(), call, decision)
                     try:
                         reply = self._commit(run, event, True, 0,
-                                             book=functools.partial(run._count, call, decision))
+                                             book=functools.partial(events.count, run, call, decision, event))
                     except Exception as exc:
                         return self._locally(run, plan, call, decision, event, 0, exc)
                     if reply[0] == 1:
@@ -573,7 +573,7 @@ class RedisStore:
         assert self.outage is not None
         self.outage.pending.append(pending)
         self.local_calls += 1
-        run._count(call, decision)
+        events.count(run, call, decision, event)
         return call, decision
 
     def _write(self, run: Run, event: dict[str, Any], calls: int = 0, cost: float = 0.0) -> None:
