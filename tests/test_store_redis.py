@@ -256,6 +256,24 @@ def test_a_subagent_s_cost_counts_toward_its_parent_s_max_cost_on_redis(
     assert caught.value.detection.pattern == "parent.max_cost"
 
 
+def test_a_parent_named_by_its_name_needs_a_shared_store() -> None:
+    with pytest.raises(TypeError, match="needs a shared store"):
+        fuzeguard.run("child", config=Config(), parent="parent")
+
+
+def test_a_shared_run_s_parent_must_be_on_the_same_store(redis_server: RedisServer) -> None:
+    local = fuzeguard.run("local-parent", config=Config())
+    with pytest.raises(TypeError, match="same store"):
+        shared(redis_server, "child", parent=local)
+
+
+def test_a_subagent_of_a_shared_run_lives_on_its_parent_s_store(redis_server: RedisServer) -> None:
+    with shared(redis_server, "boss-store") as parent:
+        child = fuzeguard.run("sub-store", config=Config(), parent=parent)
+        child.bind(fetch)(1)
+        assert redis_server.client().exists("fuzeguard:{sub-store}:m")
+
+
 # ---------------------------------------------------------------------------- lifetime
 
 
