@@ -89,11 +89,11 @@ def record_out(record: CallRecord) -> list[Any]:
             features[name] = None
     return [record.fn, record.index, record.args_fp.hex(),
             None if record.result_fp is None else record.result_fp.hex(),
-            record.error, record.cost, record.start, record.duration, features]
+            record.error, record.cost, record.start, record.duration, features, record.kind]
 
 
 def record_in(data: list[Any], start_shift: float = 0.0) -> CallRecord:
-    fn, index, args_fp, result_fp, error, cost, start, duration, features = data
+    fn, index, args_fp, result_fp, error, cost, start, duration, features, kind = data
     kept: dict[str, Any] = {}
     for name, feature in features.items():
         try:
@@ -104,6 +104,7 @@ def record_in(data: list[Any], start_shift: float = 0.0) -> CallRecord:
         fn=fn, index=index, args_fp=bytes.fromhex(args_fp),
         result_fp=None if result_fp is None else bytes.fromhex(result_fp),
         error=error, cost=cost, start=start + start_shift, duration=duration, features=kept,
+        kind=kind,
     )
 
 

@@ -37,7 +37,7 @@ def wall_of(run: Run) -> float:
 
 def decided(worker: str, number: int, call: Call, decision: Decision) -> dict[str, Any]:
     return {"k": "d", "w": worker, "n": number, "fn": call.fn, "fp": call.args_fp.hex(),
-            "x": codec.decision_out(decision), "t": time.time()}
+            "kind": call.kind, "x": codec.decision_out(decision), "t": time.time()}
 
 
 def count(run: Run, call: Call, decision: Decision, event: dict[str, Any]) -> None:
@@ -66,7 +66,8 @@ def apply(run: Run, event: dict[str, Any]) -> None:
     kind = event["k"]
     if kind == "d":
         decision = codec.decision_in(event["x"])
-        call = Call(event["fn"], run._attempts + 1, bytes.fromhex(event["fp"]))
+        call = Call(event["fn"], run._attempts + 1, bytes.fromhex(event["fp"]),
+                    kind=event.get("kind", "other"))
         if decision.action != "kill" or decision.detections:
             count(run, call, decision, event)
     elif kind == "c":
