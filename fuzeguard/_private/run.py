@@ -163,6 +163,10 @@ class Run:
     ``ThreadPoolExecutor(initializer=run.attach)``.
     """
 
+    # The run's shared state (``store/``): None, as a class default that costs a run of its own
+    # nothing, or set on runs that have a store or a parent.
+    _store: Store | None = None
+
     def __init__(
         self,
         name: str | None = None,
@@ -197,8 +201,6 @@ class Run:
         self._layer_failures = 0
         self._unlogged: list[tuple[str, str, str]] = []
         self._clear()
-        # The run's shared state (``store.py``): None for a run of its own in this process.
-        self._store: Store | None = None
         url = store_url(self.config)
         if url is not None and name is None and self.config.origin_of("store") != "code":
             url = None  # a store from the file or FUZE_STORE shares named runs only

@@ -133,7 +133,22 @@ def store_url(config: Any) -> str | None:
 
     Precedence as for ``trace``: ``store=`` in code, then ``FUZE_STORE``, then the config file.
     """
-    url: str | None = config.settings_for(None)["store"]
+    url: str | None = config._values.get("store")  # the default is None: no merge needed
     if config.origin_of("store") != "code":
-        url = os.environ.get("FUZE_STORE") or url
+        url = _env_store() or url
     return url or None
+
+
+# Every run opened reads FUZE_STORE; os.environ.get() costs a microsecond (it encodes the key),
+# more than the rest of opening a run. On POSIX os.environ keeps its values in a dict keyed by
+# bytes, which it updates on every change: read it there.
+_ENVIRON_DATA: dict[bytes, bytes] | None = (
+    getattr(os.environ, "_data", None) if os.name == "posix" else None
+)
+
+
+def _env_store() -> str | None:
+    if _ENVIRON_DATA is not None:
+        raw = _ENVIRON_DATA.get(b"FUZE_STORE")
+        return None if raw is None else os.fsdecode(raw)
+    return os.environ.get("FUZE_STORE")
