@@ -27,7 +27,16 @@ from fuzeguard import Config, LoopDetected, guard
 
 @guard(max_iterations=10**9)
 def fetch(i: int) -> str:
-    return f"page {i}"
+    return f"page {_letters(i)}"  # new on every call, and not an echo of the argument
+
+
+def _letters(i: int) -> str:
+    out = ""
+    while True:
+        i, digit = divmod(i, 26)
+        out += chr(ord("a") + digit)
+        if not i:
+            return out
 
 
 @guard
