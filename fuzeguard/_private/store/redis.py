@@ -337,6 +337,7 @@ class RedisStore:
             events.restore(run, snap.decode())
         else:
             run._clear()
+            run.resets = 0
             run._start = start
         if _listed(fromsnap):
             self._apply(run, fromsnap)
@@ -522,18 +523,21 @@ class RedisStore:
         self.fail_closed = plan.settings.fail_closed
         with run._lock:
             conflicts = 0
+            over: tuple[str, str, float, float] | None = None  # a parent's budget, used up
             while True:
                 reachable = self._reachable(run)  # first: it may bring the copy up to date
                 call, decision = run._judge(plan, args_fp, arguments, kind)
                 if decision.action == "kill" and not decision.detections:
                     return call, decision  # the run was killed: nothing to write
+                if over is not None and decision.action in ("call", "warn"):
+                    decision = limit_decision(plan, call, parent_limit(*over, call, run.id))
                 counts = 1 if decision.action in ("call", "warn") else 0
                 event = events.decided(self.worker, self._next(), call, decision)
                 if not reachable:
                     return self._locally(run, plan, call, decision, event, counts, None)
+                book = functools.partial(events.count, run, call, decision, event)
                 try:
-                    reply = self._commit(run, event, True, counts,
-                                         book=functools.partial(events.count, run, call, decision, event))
+                    reply = self._commit(run, event, True, counts, book=book)
                 except Exception as exc:
                     # The judgement stands: it was made on the state as last seen.
                     return self._locally(run, plan, call, decision, event, counts, exc)
@@ -541,23 +545,17 @@ class RedisStore:
                 if status == 1:
                     self._after_write(run)
                     return call, decision
-                if status == 2:
-                    name = self.ancestors[int(reply[3]) - 1]
-                    over = parent_limit(name, reply[4].decode(), float(reply[5]),
-                                        float(reply[6]), call, run.id)
-                    decision = limit_decision(plan, call, over)
-                    event = events.decided(self.worker, self._next(), call, decision)
-                    try:
-                        reply = self._commit(run, event, True, 0,
-                                             book=functools.partial(events.count, run, call, decision, event))
-                    except Exception as exc:
-                        return self._locally(run, plan, call, decision, event, 0, exc)
-                    if reply[0] == 1:
-                        return call, decision
+                if status == 2:  # decided again, on the state the script handed back
+                    over = (self.ancestors[int(reply[3]) - 1], reply[4].decode(),
+                            float(reply[5]), float(reply[6]))
+                    continue
                 conflicts += 1
-                if conflicts >= MAX_CONFLICTS:
+                if conflicts >= MAX_CONFLICTS:  # judged here, on the state as last seen
                     lost = TimeoutError(f"{conflicts} commits lost to other processes")
                     call, decision = run._judge(plan, args_fp, arguments, kind)
+                    if decision.action == "kill" and not decision.detections:
+                        return call, decision
+                    counts = 1 if decision.action in ("call", "warn") else 0
                     event = events.decided(self.worker, self._next(), call, decision)
                     return self._locally(run, plan, call, decision, event, counts, lost)
 
