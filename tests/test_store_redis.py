@@ -501,3 +501,16 @@ def test_replaying_every_worker_s_trace_merged_by_time_reproduces_the_shared_jud
     summary = Replayer(Config()).replay_merged(traces)
     assert [k.call for k in summary.kills] == sorted(live)
     assert [d.detection.layer for d in summary.detections] == ["dedup", "dedup"]
+
+
+def test_replay_never_opens_the_store_the_config_names(
+    redis_server: RedisServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fuzeguard._private.replay import Replayer
+
+    trace = tmp_path / "t.jsonl"
+    trace.write_text(json.dumps({"fn": "fetch", "args": {"i": 1}, "run": "live-run",
+                                 "run_info": {"name": "live-run"}}) + "\n")
+    monkeypatch.setenv("FUZE_STORE", redis_server.url)
+    Replayer(Config()).replay_file(str(trace))
+    assert redis_server.client().keys("fuzeguard:*") == []

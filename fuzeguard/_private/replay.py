@@ -283,7 +283,9 @@ class _RunReplay:
             except (ConfigError, TypeError) as exc:
                 problem(f"run settings recorded in the trace ignored: {exc}")
         name = info.get("name") if isinstance(info, dict) else None
-        self.run = Run(name if isinstance(name, str) else label, config=config)
+        # store=None: a replay never touches the shared run it replays (FUZE_STORE or the config
+        # may name one).
+        self.run = Run(name if isinstance(name, str) else label, config=config, store=None)
         self.clock = _Clock()
         self.run._clock = self.clock
         self.run._start = 0.0

@@ -81,7 +81,8 @@ class LoopGuardMiddleware:
         with self._lock:
             run = self._runs.get(key)
             if run is None:
-                run = self._runs[key] = Run("mcp-session")
+                # store=None: every session has this name, so it must never be shared
+                run = self._runs[key] = Run("mcp-session", store=None)
                 while len(self._runs) > MAX_SESSIONS:
                     self._runs.popitem(last=False)[1].close()
             else:
@@ -151,7 +152,7 @@ def _session_run() -> Run | None:
     with _session_lock:
         run = _session_runs.get(session)
         if run is None:
-            run = _session_runs[session] = Run("mcp-session")
+            run = _session_runs[session] = Run("mcp-session", store=None)  # never shared
         return run
 
 
