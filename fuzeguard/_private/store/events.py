@@ -18,7 +18,7 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from fuzeguard._private.records import Call, CallRecord, Decision
+from fuzeguard._private.records import IN_FLIGHT, Call, CallRecord, Decision
 from fuzeguard._private.store import codec
 
 if TYPE_CHECKING:
@@ -74,6 +74,8 @@ def apply(run: Run, event: dict[str, Any]) -> None:
         run._book(codec.record_in(event["r"]))
     elif kind == "f":
         run._count_flag(codec.decision_in(event["x"]))
+    elif kind == "x":
+        run._drop(event["i"])
     elif kind == "a":
         run._cost += event["v"]
     elif kind == "e":
@@ -104,7 +106,8 @@ def snapshot(run: Run) -> str:
         "killed": None if run._killed is None else codec.detection_out(run._killed),
         "hits": [[codec.encode(key) if _encodable(key) else None, n] for key, n in run._hits.items()],
         "kept": [codec.detection_out(d) for d in run._kept],
-        "history": [codec.record_out(r) for r in run._history],
+        # Calls still in flight are left out: each ends with its own event, which records it.
+        "history": [codec.record_out(r) for r in run._history if r.features is not IN_FLIGHT],
     }
     return codec.dumps(state)
 

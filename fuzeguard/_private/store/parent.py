@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from fuzeguard._private import state
 from fuzeguard._private.records import Call, CallRecord, Decision, Detection
+from fuzeguard._private.run import _REFUSED
 
 if TYPE_CHECKING:
     from fuzeguard._private.plan import Plan
@@ -70,6 +71,8 @@ class ParentStore:
             for parent in self.ancestors:
                 locks.enter_context(parent._lock)
             call, decision = run._judge(plan, args_fp, arguments, kind)
+            if decision is _REFUSED:
+                return call, decision  # a failing layer under fail_closed: Run._decided refuses
             if decision.action in ("call", "warn"):
                 over = self._over(run, call)
                 if over is not None:
@@ -91,6 +94,10 @@ class ParentStore:
             run._book(record)
         if record.cost:
             self._spend(record.cost)
+
+    def discard(self, run: Run, index: int) -> None:
+        with run._lock:
+            run._drop(index)
 
     def add_cost(self, run: Run, amount: float) -> None:
         with run._lock:

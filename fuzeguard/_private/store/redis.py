@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from fuzeguard._private.log import emit
 from fuzeguard._private.records import Call, CallRecord, Decision, Detection
+from fuzeguard._private.run import _REFUSED
 from fuzeguard._private.store import StoreUnavailable, codec, events
 from fuzeguard._private.store.parent import limit_decision, parent_limit
 
@@ -132,13 +133,14 @@ return out
 # KEYS: m, e. ARGV: ttl (ms), now (epoch seconds), run id, max_calls, max_cost, the seq the
 # caller's copy is at (-1: none). Creates the run if it does not exist. Returns {created, seq,
 # start, id, events after the caller's seq or false, snapshot seq, snapshot or false, events
-# after the snapshot or false, calls, cost}.
+# after the snapshot or false, calls, cost, fingerprint key}. ARGV[7]: the fingerprint key of
+# a run created here (traces key fingerprints with it, so every process's traces match).
 _LOAD = """
 local m, e = KEYS[1], KEYS[2]
 local created = 0
 if redis.call('HEXISTS', m, 'seq') == 0 then
   redis.call('HSET', m, 'seq', 0, 'start', ARGV[2], 'id', ARGV[3], 'max_calls', ARGV[4],
-             'max_cost', ARGV[5], 'snapseq', 0)
+             'max_cost', ARGV[5], 'snapseq', 0, 'fpkey', ARGV[7])
   redis.call('HSETNX', m, 'calls', 0)
   redis.call('HSETNX', m, 'cost', 0)
   redis.call('DEL', e)
@@ -146,7 +148,7 @@ if redis.call('HEXISTS', m, 'seq') == 0 then
 end
 redis.call('PEXPIRE', m, ARGV[1])
 redis.call('PEXPIRE', e, ARGV[1])
-local v = redis.call('HMGET', m, 'seq', 'start', 'id', 'snapseq', 'snap', 'calls', 'cost')
+local v = redis.call('HMGET', m, 'seq', 'start', 'id', 'snapseq', 'snap', 'calls', 'cost', 'fpkey')
 local seq, snapseq = tonumber(v[1]), tonumber(v[4] or '0')
 local len = redis.call('LLEN', e)
 local function after(from)
@@ -159,7 +161,7 @@ local mine = false
 if tonumber(ARGV[6]) >= 0 then mine = after(tonumber(ARGV[6])) end
 local fromsnap = false
 if mine == false then fromsnap = after(snapseq) end
-return {created, seq, v[2], v[3], mine, snapseq, v[5] or false, fromsnap, v[6], v[7]}
+return {created, seq, v[2], v[3], mine, snapseq, v[5] or false, fromsnap, v[6], v[7], v[8] or ''}
 """
 
 # KEYS: m, e. ARGV: seq, snapshot. Keeps the snapshot if it is newer and drops the events
@@ -175,14 +177,15 @@ if keep == 0 then redis.call('DEL', e) else redis.call('LTRIM', e, -keep, -1) en
 return 1
 """
 
-# KEYS: m, e. ARGV: ttl, seq, snapshot, calls, cost, start, id, max_calls, max_cost. Makes a
+# KEYS: m, e. ARGV: ttl, seq, snapshot, calls, cost, start, id, max_calls, max_cost, fingerprint
+# key. Makes a
 # process's copy the run's state again after Redis lost it (only while the log is empty).
 _SEED = """
 local m, e = KEYS[1], KEYS[2]
 if tonumber(redis.call('HGET', m, 'seq') or '0') ~= 0 then return 0 end
 redis.call('HSET', m, 'seq', ARGV[2], 'snapseq', ARGV[2], 'snap', ARGV[3], 'calls', ARGV[4],
            'cost', ARGV[5], 'start', ARGV[6], 'id', ARGV[7], 'max_calls', ARGV[8],
-           'max_cost', ARGV[9])
+           'max_cost', ARGV[9], 'fpkey', ARGV[10])
 redis.call('DEL', e)
 redis.call('PEXPIRE', m, ARGV[1])
 return 1
@@ -298,6 +301,9 @@ class RedisStore:
         self.fail_closed = False
         self.losses = 0  # commits lost to other processes in a row
         self.lease_ms = LEASE_MS
+        # Traces key fingerprints with a secret of the run (``Run.public_fp``): one for every
+        # process, created with the run's state in Redis.
+        self.fp_key = run._fp_key.hex()
         self.worker = f"{worker_id()}/{os.urandom(2).hex()}"  # this process's hold on the run
         self.spent = 0.0  # cost this process brought since the last reset (see own_cost)
         self._scripts: dict[str, Any] = {}
@@ -318,18 +324,25 @@ class RedisStore:
         """Bring the copy up to the log (run lock held); creates the run on first use."""
         reply = self._script(_LOAD)(
             keys=self.keys[:2],
-            args=[self.ttl_ms, repr(time.time()), run.id, *self.limits, self.seq],
+            args=[self.ttl_ms, repr(time.time()), run.id, *self.limits, self.seq, self.fp_key],
         )
-        created, seq, start, run_id, mine, _snapseq, snap, fromsnap, calls, cost = reply
+        created, seq, start, run_id, mine, _snapseq, snap, fromsnap, calls, cost, key = reply
         if self.seq < 0:
             self.created = bool(created)
             run.id = run_id.decode()
+            self._adopt_key(run, key)
             run._start = events.local_start(float(start))
         if _listed(mine) and self.seq >= 0:
             self._apply(run, mine)
         else:
             self._rebuild(run, snap, fromsnap, calls, cost)
         self.seq = int(seq)
+
+    def _adopt_key(self, run: Run, key: bytes) -> None:
+        """Key fingerprints in traces and logs with the run's shared secret."""
+        if key:
+            self.fp_key = key.decode()
+            run._fp_key = bytes.fromhex(self.fp_key)
 
     def _rebuild(self, run: Run, snap: bytes | None, fromsnap: Any, calls: Any, cost: Any) -> None:
         start = run._start
@@ -406,9 +419,9 @@ class RedisStore:
     def _load_after_gap(self, run: Run) -> None:
         reply = self._script(_LOAD)(
             keys=self.keys[:2],
-            args=[self.ttl_ms, repr(time.time()), run.id, *self.limits, -1],
+            args=[self.ttl_ms, repr(time.time()), run.id, *self.limits, -1, self.fp_key],
         )
-        _created, seq, _start, _id, _mine, _snapseq, snap, fromsnap, calls, cost = reply
+        _created, seq, _start, _id, _mine, _snapseq, snap, fromsnap, calls, cost, _key = reply
         self._rebuild(run, snap, fromsnap, calls, cost)
         self.seq = int(seq)
 
@@ -465,12 +478,13 @@ class RedisStore:
         self.seq = outage.seq
         reply = self._script(_LOAD)(
             keys=self.keys[:2],
-            args=[self.ttl_ms, repr(time.time()), run.id, *self.limits, max(self.seq, 0)],
+            args=[self.ttl_ms, repr(time.time()), run.id, *self.limits, max(self.seq, 0), self.fp_key],
         )
-        created, seq, start, run_id, mine, _snapseq, snap, fromsnap, calls, cost = reply
+        created, seq, start, run_id, mine, _snapseq, snap, fromsnap, calls, cost, key = reply
         if outage.seq < 0:  # Redis was out from the start: now the run is loaded for the first time
             self.created = bool(created)
             run.id = run_id.decode()
+            self._adopt_key(run, key)
             run._start = events.local_start(float(start))
         if outage.seq > 0 and int(seq) < outage.seq:
             # Redis lost the run (restarted without its data): this process's copy, with what
@@ -500,7 +514,7 @@ class RedisStore:
         """Make this process's copy the run's state in Redis, at ``seq`` (run lock held)."""
         self._script(_SEED)(keys=self.keys[:2], args=[
             self.ttl_ms, max(seq, 1), events.snapshot(run), run._calls, repr(run._cost),
-            repr(events.wall_of(run)), run.id, *self.limits,
+            repr(events.wall_of(run)), run.id, *self.limits, self.fp_key,
         ])
         self.seq = max(seq, 1)
         self.created = True
@@ -527,8 +541,8 @@ class RedisStore:
             while True:
                 reachable = self._reachable(run)  # first: it may bring the copy up to date
                 call, decision = run._judge(plan, args_fp, arguments, kind)
-                if decision.action == "kill" and not decision.detections:
-                    return call, decision  # the run was killed: nothing to write
+                if decision is _REFUSED or (decision.action == "kill" and not decision.detections):
+                    return call, decision  # refused (failing layer, or killed): nothing to write
                 if over is not None and decision.action in ("call", "warn"):
                     decision = limit_decision(plan, call, parent_limit(*over, call, run.id))
                 counts = 1 if decision.action in ("call", "warn") else 0
@@ -553,7 +567,9 @@ class RedisStore:
                 if conflicts >= MAX_CONFLICTS:  # judged here, on the state as last seen
                     lost = TimeoutError(f"{conflicts} commits lost to other processes")
                     call, decision = run._judge(plan, args_fp, arguments, kind)
-                    if decision.action == "kill" and not decision.detections:
+                    if decision is _REFUSED or (
+                        decision.action == "kill" and not decision.detections
+                    ):
                         return call, decision
                     counts = 1 if decision.action in ("call", "warn") else 0
                     event = events.decided(self.worker, self._next(), call, decision)
@@ -607,6 +623,10 @@ class RedisStore:
             self.spent += record.cost or 0.0
             self._write(run, events.completed(self.worker, self._next(), record),
                         cost=record.cost or 0.0)
+
+    def discard(self, run: Run, index: int) -> None:
+        with run._lock:
+            self._write(run, events.simple("x", self.worker, self._next(), i=index))
 
     def add_cost(self, run: Run, amount: float) -> None:
         with run._lock:
