@@ -514,3 +514,19 @@ def test_replay_never_opens_the_store_the_config_names(
     monkeypatch.setenv("FUZE_STORE", redis_server.url)
     Replayer(Config()).replay_file(str(trace))
     assert redis_server.client().keys("fuzeguard:*") == []
+
+
+def test_a_call_interrupted_in_one_process_is_no_longer_in_flight_in_another(
+    redis_server: RedisServer,
+) -> None:
+    @guard
+    def interrupted(i: int) -> str:
+        raise KeyboardInterrupt
+
+    with shared(redis_server, "interrupted") as a:
+        b = shared(redis_server, "interrupted")
+        with pytest.raises(KeyboardInterrupt):
+            a.bind(interrupted)(1)
+        b.stats()  # brings b's copy up to the log
+        assert a._running == {} and b._running == {}
+        assert b.stats().calls == 1
