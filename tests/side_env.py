@@ -1,0 +1,56 @@
+"""Side environments for the tests of packages that cannot share the test environment.
+
+mcp 1.x and CrewAI (which pins mcp below 2) cannot be installed beside the mcp 2.x of the test
+extras. ``SideEnv`` builds such an environment once at the repository root (gitignored; pip
+installs the requirement and this project, editable) and reuses it while it still answers. It
+never skips: if it cannot be built, the tests that need it fail with pip's message.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import venv
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class SideEnv:
+    """``.venv-NAME/`` with ``requirement`` and this project; ``check`` is Python code that runs
+    without error once the environment is usable."""
+
+    name: str
+    requirement: str
+    check: str
+
+    @property
+    def path(self) -> Path:
+        return ROOT / f".venv-{self.name}"
+
+    @property
+    def python(self) -> Path:
+        return self.path / ("Scripts/python.exe" if sys.platform == "win32" else "bin/python")
+
+    def ready(self) -> bool:
+        if not self.python.exists():
+            return False
+        check = f"{self.check}; import fuzeguard; assert fuzeguard.__file__.startswith({str(ROOT)!r})"
+        return subprocess.run([str(self.python), "-c", check], capture_output=True).returncode == 0
+
+    def build(self) -> str:
+        """The path of the environment's Python, built first if it is not usable."""
+        if not self.ready():
+            venv.EnvBuilder(with_pip=True, clear=True).create(self.path)
+            done = subprocess.run(
+                [str(self.python), "-m", "pip", "install", "-q", self.requirement, "-e", str(ROOT)],
+                capture_output=True, text=True,
+            )
+            if done.returncode != 0 or not self.ready():
+                pytest.fail(f"could not build {self.path.name} with {self.requirement}:\n"
+                            f"{done.stdout}{done.stderr}")
+        return str(self.python)
