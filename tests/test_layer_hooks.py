@@ -26,6 +26,8 @@ from fuzeguard.layers import (
     WatchesStreams,
     _content,
 )
+from fuzeguard.layers.cost_velocity import CostVelocity
+from fuzeguard.layers.progress import Progress
 
 EXTRACTED: list[Any] = []
 
@@ -101,13 +103,14 @@ def test_progress_and_cost_velocity_read_one_content_extraction_per_call(
     """Both layers read each result's content units; with both on, a call's result is reduced to
     its content once, not once per layer."""
     calls: list[Any] = []
-    content_of = _content.content_of
 
-    def counting(result: Any, error: BaseException | None, echo: frozenset[str] = frozenset()) -> Any:
+    def counting(arguments: Mapping[str, Any], result: Any, error: BaseException | None) -> Any:
         calls.append(result)
-        return content_of(result, error, echo)
+        return _content.observe(arguments, result, error)
 
-    monkeypatch.setattr(_content, "content_of", counting)
+    counted = Feature(_content.CONTENT.key, counting)
+    monkeypatch.setattr(Progress, "features", (counted,))
+    monkeypatch.setattr(CostVelocity, "features", (counted,))
     tool = guard(lambda n: f"report number {n} is ready", name="report",
                  layers=["progress", "cost_velocity"], cost_velocity_threshold=100.0)
     with fuzeguard.run() as run:

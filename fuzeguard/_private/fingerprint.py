@@ -57,6 +57,8 @@ def fingerprint(value: Any, volatile_keys: frozenset[str] = _NO_KEYS, prefix: by
     elif t is str and len(value) < _STREAM_FROM // 4:  # at most 4 UTF-8 bytes per character
         b = value.encode("utf-8", "surrogatepass")
         return blake3(b"%bs%d:%b" % (prefix, len(b), b)).digest(FINGERPRINT_BYTES)
+    elif t is int:  # a number result: the bytes _pieces writes for it
+        return blake3(b"%bi%x;" % (prefix, value)).digest(FINGERPRINT_BYTES)
     pieces = _pieces(value, volatile_keys)
     if len(pieces) == 1:
         data = pieces[0]

@@ -91,6 +91,12 @@ _WORD_LED = re.compile(
         ]
     )
 )
+# What every match of _WORD_LED holds, lowercased: a counter's word (``try`` in ``retry``, ``rev``
+# in ``revision``, ``id`` in ``pid``), ``id``, the ``[`` of a notebook counter, a temporary
+# directory. Plain substring tests on the lowercased text rule most texts out at once.
+_WORD_HINTS: Final = ("id", "process", "attempt", "try", "rev", "execution", "iteration", "run",
+                      "job", "request", "session", "conversation", "build", "[", "/tmp/",
+                      "/var/folders/")
 _SHELL_LINE = re.compile(r"^(?:[\w./-]+:\ )?line\ \d+:", re.MULTILINE)  # bash: line 12:
 _HAS_DIGIT = re.compile(r"\d")
 # Long texts are masked at both ends, where tools print timings, ids and counters; the middle of a
@@ -116,10 +122,11 @@ _ECHO = re.compile(
     r"'[^'\n]*'|\"[^\"\n]*\"|`[^`\n]*`|\b0x[0-9a-fA-F]+\b|\b[0-9a-fA-F]{8,}\b|\d+(?:\.\d+)?"
 )
 _TEMPLATE_CHARS: Final = 300
-# Words one of which every error line holds: a cheap first look before the line patterns.
-_ERROR_WORD = re.compile(
-    "rror|RROR|xception|raceback|atal|Exit|Interrupt|not found|No such file|denied|not recognized"
-)
+# Words one of which every error line holds: a cheap first look before the line patterns (plain
+# substring tests, which are much faster than one regex alternation over the text).
+_ERROR_WORDS: Final = ("rror", "RROR", "xception", "raceback", "atal", "Exit", "Interrupt",
+                       "not found", "No such file", "denied", "not recognized")
+_ERROR_LOOK: Final = 2000
 _FAILED_STATUS: Final = frozenset({"error", "failed", "failure", "fail", "errored", "exception"})
 
 
@@ -150,8 +157,18 @@ def _mask(text: str) -> str:
         return text  # every volatile token has a digit
     text = _HEX_LED.sub(_hex, text)
     text = _DIGIT_LED.sub(_hex, text)
-    text = _WORD_LED.sub("_", text)
+    if _may_hold_counter(text):
+        text = _WORD_LED.sub("_", text)
     return _SHELL_LINE.sub("_", text) if "line " in text else text
+
+
+def _may_hold_counter(text: str) -> bool:
+    """False only when ``_WORD_LED`` cannot match ``text`` (it holds none of ``_WORD_HINTS``)."""
+    low = text.lower()
+    for hint in _WORD_HINTS:  # noqa: SIM110 - a plain loop costs half of any() over a generator
+        if hint in low:
+            return True
+    return False
 
 
 def mask_text(text: str) -> str:
@@ -186,7 +203,9 @@ def skeleton(value: Any, extra: frozenset[str] = frozenset(), depth: int = 0) ->
 
 
 def _skeleton_text(text: str, extra: frozenset[str], depth: int) -> Any:
-    head = text[:1] if text[:1] in "{[" else text.lstrip()[:1]
+    head = text[:1]
+    if head.isspace():
+        head = text.lstrip()[:1]
     if head in ("{", "[") and len(text) <= _MAX_JSON_TEXT and depth < _MAX_DEPTH:
         try:
             parsed = json.loads(text)
@@ -230,12 +249,27 @@ def reads_as_error(value: Any) -> bool:
         return False
 
 
+def _error_word(text: str) -> bool:
+    """Whether the first or the last ``_ERROR_LOOK`` characters hold one of ``_ERROR_WORDS``
+    (every match of ``_ERROR_LINE`` that ``_reads_as_error`` looks for does)."""
+    if len(text) <= _ERROR_LOOK:
+        for word in _ERROR_WORDS:  # noqa: SIM110 - a plain loop costs half of any()
+            if word in text:
+                return True
+        return False
+    head, tail = text[:_ERROR_LOOK], text[-_ERROR_LOOK:]
+    for word in _ERROR_WORDS:  # noqa: SIM110 - a plain loop costs half of any()
+        if word in head or word in tail:
+            return True
+    return False
+
+
 def _reads_as_error(value: Any, depth: int) -> bool:
     t = type(value)
     if t is str:
-        if not value or not (
-            _ERROR_WORD.search(value, 0, 2000) or _ERROR_WORD.search(value, max(0, len(value) - 2000))
-        ):
+        if not value:
+            return False
+        if not _error_word(value):
             return False
         first = value[:2000]
         if _ERROR_LINE.match(first):

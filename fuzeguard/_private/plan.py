@@ -201,6 +201,10 @@ class Plan:
         A model's output without a word in it (a divider, a run of symbols) means nothing, so it
         is never the same as another: it gets a fingerprint of its own.
         """
+        t = type(result)
+        if t is int or t is float or t is bool or result is None:
+            # Nothing to take out and nothing that reads as an error: the value is its skeleton.
+            return fingerprint(result), None, result
         try:
             value = skeleton(result, self.volatile)
         except RecursionError:

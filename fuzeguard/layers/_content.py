@@ -59,6 +59,12 @@ def echo_of(arguments: Mapping[str, Any]) -> frozenset[str]:
     found: set[str] = set()
     try:
         for value in arguments.values():
+            t = type(value)
+            if t is str:  # the common cases, without the tuple
+                found.update(_WORD.findall(value[:_ECHO_CHARS]))
+                continue
+            if t is int or t is float or t is bool or value is None:
+                continue
             items = value if isinstance(value, (list, tuple)) else (value,)
             for item in items[:_ECHO_ITEMS]:
                 if isinstance(item, str):
@@ -166,6 +172,23 @@ def observe(
     """What ``progress`` and ``cost_velocity`` keep of a call: ``NEUTRAL``, ``LARGE``, or its content
     units twice, as they are and with the words that echo the arguments masked (``units_of``
     picks one by the call's kind)."""
+    t = type(result)
+    if (t is int or t is float) and error is None:
+        # A number's one unit (``None=3``, as ``_walk`` keeps it) holds no word to mask.
+        number = frozenset((f"None={result!r}",))
+        return (number, number)
+    if t is str and error is None and len(result) <= SMALL_TEXT and "\n" not in result:
+        # A one-line text (``_content``'s common case): its words are split once for both.
+        words = _WORD.findall(result)
+        if not words:
+            return NEUTRAL
+        line = _pairs(words)
+        echo = echo_of(arguments)
+        if not echo or echo.isdisjoint(words):
+            return (line, line)
+        return (line, _pairs([w if w not in echo else "_" for w in words]))
+    if t is str and error is None and len(result) <= SMALL_TEXT:
+        return _observe_lines(result, echo_of(arguments))
     plain = content_of(result, error)
     if not isinstance(plain, frozenset):
         return plain
@@ -174,9 +197,14 @@ def observe(
         return (plain, plain)
     if error is not None:
         return (plain, content_of(result, error, echo))
-    # Mask the echoed words of each unit: the same as masking the words before pairing them.
+    return (plain, _masked(plain, echo))
+
+
+def _masked(units: frozenset[Any], echo: frozenset[str]) -> frozenset[Any]:
+    """``units`` with the words in ``echo`` masked in each: the same as masking the words before
+    pairing them."""
     masked: set[Any] = set()
-    for unit in plain:
+    for unit in units:
         if type(unit) is tuple:
             a, b = unit
             if a in echo or b in echo:
@@ -184,7 +212,33 @@ def observe(
         elif unit in echo:
             unit = "_"
         masked.add(unit)
-    return (plain, frozenset(masked))
+    return frozenset(masked)
+
+
+def _observe_lines(text: str, echo: frozenset[str]) -> Any:
+    """``observe`` of a small text of several lines: the units as ``_text_units`` collects them
+    (without the walk), and the same with the words in ``echo`` masked when a line holds one."""
+    plain: set[Any] = set()
+    hit = False
+    for line in text.splitlines():
+        words = _WORD.findall(line)
+        if not words:
+            continue
+        if len(words) == 1:
+            plain.add(words[0])
+        else:
+            plain.update(pairwise(words))
+        if echo and not hit and not echo.isdisjoint(words):
+            hit = True
+    if not plain:
+        return NEUTRAL
+    frozen = frozenset(plain)
+    return (frozen, _masked(frozen, echo) if hit else frozen)
+
+
+def _pairs(words: list[str]) -> frozenset[Any]:
+    """The units of one line's words: its word pairs, or its one word."""
+    return frozenset(pairwise(words)) if len(words) > 1 else frozenset(words)
 
 
 # Kept once per call in ``CallRecord.features["content"]``, however many layers read it.
@@ -220,12 +274,17 @@ def brought_nothing_new(
     if content is NEUTRAL or record.result_fp is None or acknowledged(record, others):
         return False
     fp = record.result_fp
-    for other in others:
+    small = type(content) is frozenset
+    known: list[frozenset[Any]] = []
+    for other in others:  # one pass: the same fingerprint, and the units of each (``units_of``)
         if other.result_fp == fp:
             return True
-    if content is LARGE or not isinstance(content, frozenset):
-        return False
-    known = [u for u in (units_of(other, key) for other in others) if type(u) is frozenset]
+        if small:
+            units = other.features.get(key, NEUTRAL)
+            if type(units) is tuple:
+                units = units[1] if other.kind in INFORMING else units[0]
+            if type(units) is frozenset:
+                known.append(units)
     if not known:
         return False
     for unit in content:  # most results bring a new unit early: stop at the first one

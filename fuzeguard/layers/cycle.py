@@ -96,25 +96,33 @@ class Cycle(LayerSettings):
             return None
         # Cheap exit for the common case: a cycle of length L needs the pending call to repeat
         # the one L back and the last completed call the one L before it, with two names in a
-        # lap or the very same calls.
+        # lap or the very same calls; judged by results, it also needs the last completed call's
+        # outcome unchanged from the one L before it (``_changed``: otherwise the unchanged tail
+        # is at most L + 1 calls, short of the two laps any detection needs).
         n, fn = len(history), call.fn
         last = history[n - 1]
+        result_aware = self.result_aware
         for length in range(self.cycle_min_length, min(self.cycle_max_length, n - 1) + 1):
             back, before = history[n - length], history[n - 1 - length]
             if back.fn != fn or before.fn != last.fn:
                 continue
-            if back.args_fp == call.args_fp and before.args_fp == last.args_fp:
-                break
-            if last.fn != fn:
-                break
-            for j in range(2, length):
-                if history[n - j].fn != fn:
-                    break
-            else:
-                continue  # one name all along, with new arguments: not a cycle
+            if (back.args_fp != call.args_fp or before.args_fp != last.args_fp) and last.fn == fn:
+                for j in range(2, length):
+                    if history[n - j].fn != fn:
+                        break
+                else:
+                    continue  # one name all along, with new arguments: not a cycle
+            if result_aware and _changed(last, before):
+                continue
             break
         else:
             return None
+        return self._scan(history, call)
+
+    def _scan(self, history: Sequence[CallRecord], call: Call) -> Detection | None:
+        """The full look at the tail of the run, for every cycle length (``check`` calls it when
+        its cheap exit cannot rule a cycle out)."""
+        warn = self.cycle_warn_repeats
         # Look only as far back as the longest flaggable tail: cost is bounded by the settings.
         records = list(history)[-(self.history_needed - 1):]
         names = [r.fn for r in records]
@@ -203,17 +211,19 @@ def _unchanged_tail(records: Sequence[CallRecord], length: int) -> int:
     they start, which is no evidence of a cycle either."""
     n = len(records)
     i = n - 1
-    while i >= length:
-        record, before = records[i], records[i - length]
-        if record.kind in ACTING and record.error is None and record.args_fp != before.args_fp:
-            break
-        if record.in_flight and record.args_fp != before.args_fp:
-            break
-        key, before_key = repeat_key(record), repeat_key(before)
-        if key is not None and before_key is not None and key != before_key:
-            break
+    while i >= length and not _changed(records[i], records[i - length]):
         i -= 1
     return n - i + length
+
+
+def _changed(record: CallRecord, before: CallRecord) -> bool:
+    """Whether ``record``'s step differs from the same step a lap ``before`` (``_unchanged_tail``)."""
+    if record.args_fp != before.args_fp and (
+        (record.kind in ACTING and record.error is None) or record.in_flight
+    ):
+        return True
+    key, before_key = repeat_key(record), repeat_key(before)
+    return key is not None and before_key is not None and key != before_key
 
 
 def _canonical(unit: Sequence[Hashable]) -> tuple[Hashable, ...]:

@@ -1,0 +1,151 @@
+"""Cheap exits and fast paths give exactly what the full computation gives."""
+
+from __future__ import annotations
+
+import random
+import re
+from typing import Any
+
+import pytest
+
+import fuzeguard
+from fuzeguard import Config, guard
+from fuzeguard._private import outcome
+from fuzeguard._private.fingerprint import fingerprint
+from fuzeguard._private.layer import RunView
+from fuzeguard._private.outcome import mask_text, reads_as_error, skeleton
+from fuzeguard._private.records import Call, Detection
+from fuzeguard.layers import Cycle
+from fuzeguard.layers._content import content_of, echo_of, observe
+
+
+def _mask_everything(text: str) -> str:
+    """``mask_text`` of a short text with every pattern applied, none skipped by a pre-test."""
+    if not re.search(r"\d", text):
+        return text
+    text = outcome._HEX_LED.sub(outcome._hex, text)
+    text = outcome._DIGIT_LED.sub(outcome._hex, text)
+    text = outcome._WORD_LED.sub("_", text)
+    return outcome._SHELL_LINE.sub("_", text)
+
+
+TOKENS = [
+    "pid", "PID", "Pid", "attempt", "Retry", "rev", "REV", "Revision", "run", "Run", "job",
+    "Session", "build", "In", "Out", "Cell In", "[", "]", "12", "3", " ", "=", ":", "#", "id", "ID",
+    "Id", "messageId", "request_id", "/tmp/", "/var/folders/", "abc", "deadbeef", "0x1f2e3d4c",
+    "2024-01-02T03:04:05Z", "12:30:01", "0.52s", "120 ms", "line ", "\n", "Error", "error:",
+    "fatal:", "FATAL:", "Traceback (most recent call last)", "command not found", "x" * 1500,
+    "ValueError: bad", "No such file or directory", "denied", "Exit", "\u0130", "\u03a3", "{",
+    '"a"', "}", "[1, 2]", "deadbeef-dead-beef-dead-beefdeadbeef", "\r", "\u2028", "None",
+]
+
+
+def _texts(seed: int, count: int) -> list[str]:
+    rng = random.Random(seed)
+    return ["".join(rng.choice(TOKENS) for _ in range(rng.randint(0, 14))) for _ in range(count)]
+
+
+def test_every_counter_pattern_holds_one_of_the_hints_that_let_masking_skip_it() -> None:
+    for word in outcome._COUNTERS:
+        for form in (word, word.capitalize()):
+            assert any(hint in form.lower() for hint in outcome._WORD_HINTS), form
+
+
+def test_masking_with_its_pre_tests_masks_what_every_pattern_would() -> None:
+    for text in _texts(seed=1, count=5000):
+        assert mask_text(text) == _mask_everything(text), text
+
+
+def test_an_error_line_at_either_end_of_a_long_text_reads_as_an_error() -> None:
+    filler = "an ordinary line of output\n" * 200
+    assert reads_as_error("Traceback (most recent call last)\n" + filler)
+    assert reads_as_error(filler + "ValueError: bad input\n")
+
+
+def test_an_error_word_only_in_the_middle_of_a_long_text_is_not_looked_for() -> None:
+    filler = "an ordinary line of output\n" * 200
+    assert not reads_as_error(filler + "error: in the middle\n" + filler)
+
+
+@pytest.mark.parametrize("value", [0, 7, -3, 2**80, 1.5, float("nan"), True, False, None])
+def test_a_number_or_none_is_judged_as_its_own_skeleton_and_never_an_error(value: Any) -> None:
+    def tool() -> Any:
+        return value
+
+    plan = guard(tool).guard.plan(Config())  # type: ignore[attr-defined]
+    fp, failed, kept = plan.judge_result(value, Call("tool", 1, b"", {}))
+    assert (fp, failed, kept is value) == (fingerprint(skeleton(value)), None, True)
+    assert not reads_as_error(value)
+
+
+@pytest.mark.parametrize("value", [0, 7, -3, 2**80, 1.5, float("inf")])
+def test_a_numbers_content_is_the_unit_the_walk_keeps(value: Any) -> None:
+    units = content_of(value, None)
+    assert observe({"query": "None 7 x"}, value, None) == (units, units)
+
+
+def test_a_texts_content_is_its_units_as_they_are_and_with_the_echoed_words_masked() -> None:
+    rng = random.Random(3)
+    for text in _texts(seed=2, count=3000):
+        arguments = {"query": " ".join(rng.choice(["ab", "x", "None", "3", "run", "\u00e9"])
+                                       for _ in range(rng.randint(0, 3))), "limit": 3}
+        plain = content_of(text, None)
+        expected = plain if not isinstance(plain, frozenset) else (
+            plain, content_of(text, None, echo_of(arguments)))
+        assert observe(arguments, text, None) == expected, text
+
+
+class _BothWays:
+    """Runs the cycle layer's check and its full scan on every call and keeps both answers."""
+
+    name = "both_ways"
+
+    def __init__(self, layer: Cycle) -> None:
+        self.layer = layer
+        self.history_needed = layer.history_needed
+        self.pairs: list[tuple[Detection | None, Detection | None]] = []
+
+    def check(self, run: RunView, call: Call) -> None:
+        history = run.history
+        fewest = self.layer.cycle_warn_repeats or self.layer.cycle_repeats + 1
+        full = None
+        if len(history) + 1 >= self.layer.cycle_min_length * fewest:
+            full = self.layer._scan(history, call)
+        self.pairs.append((self.layer.check(run, call), full))
+
+
+@pytest.mark.parametrize("result_aware", [True, False])
+def test_the_cycle_layers_cheap_exit_never_hides_what_the_full_scan_finds(
+    result_aware: bool,
+) -> None:
+    rng = random.Random(4)
+    both = _BothWays(Cycle(result_aware=result_aware))
+
+    def tool(arg: str) -> str:
+        outcome_ = rng.choice(["same"] * 8 + ["other", "boom", "third"])
+        if outcome_ == "boom":
+            raise ValueError("failed")
+        return outcome_
+
+    names = ["search_docs", "write_file", "get_status", "plan"]
+    tools = {}
+    for name in names:
+        def fn(arg: str) -> str:
+            return tool(arg)
+
+        fn.__name__ = fn.__qualname__ = name
+        tools[name] = guard(fn, layers=[both])
+    for _ in range(200):
+        pool = rng.sample(names, rng.randint(1, 3))
+        with fuzeguard.run("cycles", config=Config()):
+            for i in range(rng.randint(5, 40)):
+                name = pool[i % len(pool)] if rng.random() < 0.8 else rng.choice(pool)
+                arg = rng.choice(["a"] * 6 + ["b", f"new {i}"])
+                try:
+                    tools[name](arg)
+                except ValueError:
+                    pass
+    found = sum(full is not None for _, full in both.pairs)
+    assert found > 20  # the walk does find cycles
+    for cheap, full in both.pairs:
+        assert cheap == full
