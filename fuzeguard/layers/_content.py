@@ -257,11 +257,13 @@ def units_of(record: CallRecord, key: str) -> Any:
 def acknowledged(record: CallRecord, others: Sequence[CallRecord]) -> bool:
     """A call of an acting kind (or an unknown one) with arguments the others did not have, that
     did not fail: its answer, however plain ("OK", "converted a.png"), is progress."""
-    return (
-        record.kind in ACKNOWLEDGING
-        and record.error is None
-        and all((r.fn, r.args_fp) != (record.fn, record.args_fp) for r in others)
-    )
+    if record.kind not in ACKNOWLEDGING or record.error is not None:
+        return False
+    fn, args_fp = record.fn, record.args_fp
+    for r in others:  # noqa: SIM110 - a plain loop: no tuple and no generator per record
+        if r.args_fp == args_fp and r.fn == fn:
+            return False
+    return True
 
 
 def brought_nothing_new(
