@@ -143,6 +143,23 @@ def short(text: Any, limit: int = 120) -> str:
     return s if len(s) <= limit else s[: limit - 1] + "…"
 
 
+
+def check_run(
+    framework: str, action: str, variant: str, tally: Tally, *, shown: list[str], turns: int,
+    ended: str,
+) -> None:
+    """Check one stuck run against the record: the tool runs ``tally`` counted, the model turns,
+    how the run ended and the first text of the guard's the model was shown."""
+    tally.shown = shown
+    guard_text = tally.first_guard_text()
+    check(framework, action, variant, Behaviour(
+        tool_runs=tally.total,
+        after_first_detection=tally.after_detection,
+        model_turns=turns,
+        ended=ended,
+        model_shown=None if guard_text is None else short(guard_text),
+    ))
+
 def side_example(marker: str) -> tuple[str, str]:
     """The ```py example of docs/frameworks.md whose first line is ``marker`` (one that needs a
     framework from another environment) and the ```text output shown after it."""

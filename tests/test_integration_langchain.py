@@ -19,7 +19,7 @@ from structlog.testing import capture_logs
 import fuzeguard
 from fuzeguard import LoopDetected, guard
 from fuzeguard.integrations.langchain import LoopGuardMiddleware
-from tests.stuck_agents import ACTIONS, VARIANTS, Behaviour, Tally, check, script, short, tools
+from tests.stuck_agents import ACTIONS, VARIANTS, Tally, check_run, script, tools
 
 
 class StuckModel(BaseChatModel):
@@ -80,15 +80,7 @@ def test_a_stuck_agent_behaves_as_recorded(action: str, variant: str) -> None:
     tally = Tally()
     agent, model = _agent(action, variant, tally)
     ended, _ = _run(agent)
-    tally.shown = model.shown
-    guard_text = tally.first_guard_text()
-    check("langchain", action, variant, Behaviour(
-        tool_runs=tally.total,
-        after_first_detection=tally.after_detection,
-        model_turns=model.turns,
-        ended=ended,
-        model_shown=None if guard_text is None else short(guard_text),
-    ))
+    check_run("langchain", action, variant, tally, shown=model.shown, turns=model.turns, ended=ended)
 
 
 def test_a_kill_ends_the_agent_with_a_final_message_and_no_further_tool_run() -> None:

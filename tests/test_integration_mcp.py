@@ -13,7 +13,7 @@ from mcp.server.mcpserver import MCPServer
 from structlog.testing import capture_logs
 
 from fuzeguard.integrations.mcp import LoopGuardMiddleware
-from tests.stuck_agents import ACTIONS, VARIANTS, Behaviour, Tally, check, script, short, tools
+from tests.stuck_agents import ACTIONS, VARIANTS, Tally, check_run, script, tools
 
 CALLS = 12  # an MCP client has no turn limit of its own: the stuck client stops after 12 calls
 
@@ -50,15 +50,8 @@ def test_a_stuck_client_behaves_as_recorded(action: str, variant: str) -> None:
     tally = Tally()
     with capture_logs():
         seen = asyncio.run(_stuck_client(_server(action, tally), variant))
-    tally.shown = [text for _, text in seen]
-    guard_text = tally.first_guard_text()
-    check("mcp", action, variant, Behaviour(
-        tool_runs=tally.total,
-        after_first_detection=tally.after_detection,
-        model_turns=len(seen),
-        ended=_ended(seen),
-        model_shown=None if guard_text is None else short(guard_text),
-    ))
+    check_run("mcp", action, variant, tally, shown=[text for _, text in seen], turns=len(seen),
+              ended=_ended(seen))
 
 
 def test_a_skip_is_a_normal_result_carrying_the_message() -> None:

@@ -16,7 +16,7 @@ from structlog.testing import capture_logs
 import fuzeguard
 from fuzeguard import LoopDetected
 from fuzeguard.integrations.openai_agents import LoopGuard
-from tests.stuck_agents import ACTIONS, VARIANTS, Behaviour, Tally, check, script, short, tools
+from tests.stuck_agents import ACTIONS, VARIANTS, Tally, check_run, script, tools
 
 
 @pytest.fixture(autouse=True)
@@ -78,15 +78,7 @@ def test_a_stuck_agent_behaves_as_recorded(action: str, variant: str) -> None:
     tally = Tally()
     agent, model = _agent(action, variant, tally)
     ended, _ = _run(agent)
-    tally.shown = model.shown
-    guard_text = tally.first_guard_text()
-    check("openai_agents", action, variant, Behaviour(
-        tool_runs=tally.total,
-        after_first_detection=tally.after_detection,
-        model_turns=model.turns,
-        ended=ended,
-        model_shown=None if guard_text is None else short(guard_text),
-    ))
+    check_run("openai_agents", action, variant, tally, shown=model.shown, turns=model.turns, ended=ended)
 
 
 def test_a_kill_ends_runner_run_with_the_loop_detected_as_output_info() -> None:

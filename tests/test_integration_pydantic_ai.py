@@ -17,7 +17,7 @@ from structlog.testing import capture_logs
 import fuzeguard
 from fuzeguard import LoopDetected
 from fuzeguard.integrations.pydantic_ai import LoopGuardToolset, loop_guard
-from tests.stuck_agents import ACTIONS, VARIANTS, Behaviour, Tally, check, script, short, tools
+from tests.stuck_agents import ACTIONS, VARIANTS, Tally, check_run, script, tools
 
 
 class Stuck:
@@ -65,15 +65,7 @@ def test_a_stuck_agent_behaves_as_recorded(action: str, variant: str) -> None:
     tally = Tally()
     agent, model = _agent(action, variant, tally)
     ended, _ = _run(agent)
-    tally.shown = model.shown
-    guard_text = tally.first_guard_text()
-    check("pydantic_ai", action, variant, Behaviour(
-        tool_runs=tally.total,
-        after_first_detection=tally.after_detection,
-        model_turns=model.turns,
-        ended=ended,
-        model_shown=None if guard_text is None else short(guard_text),
-    ))
+    check_run("pydantic_ai", action, variant, tally, shown=model.shown, turns=model.turns, ended=ended)
 
 
 def test_a_kill_ends_the_run_with_loop_detected() -> None:
