@@ -27,10 +27,11 @@ from fuzeguard import Config, LoopDetected, guard
 
 @guard(max_iterations=10**9)
 def fetch(i: int) -> str:
-    return f"page {_letters(i)}"  # new on every call, and not an echo of the argument
+    return f"page {letters(i)}"  # new on every call, and not an echo of the argument
 
 
-def _letters(i: int) -> str:
+def letters(i: int) -> str:
+    """``i`` written in letters (a, b, ..., ba, bb, ...): a page name with no digit in it."""
     out = ""
     while True:
         i, digit = divmod(i, 26)

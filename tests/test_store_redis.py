@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import structlog
 from redis_server import RedisServer
+from store_worker import ask, fetch, letters  # the same tools the worker processes call
 
 import fuzeguard
 from fuzeguard import Config, LoopDetected, StoreUnavailable, guard
@@ -25,23 +26,6 @@ from fuzeguard._private.store import redis as redis_store
 WORKER = Path(__file__).with_name("store_worker.py")
 
 
-@guard(max_iterations=10**9)
-def fetch(i: int) -> str:
-    return f"page {_letters(i)}"  # new on every call, and not an echo of the argument
-
-
-def _letters(i: int) -> str:
-    out = ""
-    while True:
-        i, digit = divmod(i, 26)
-        out += chr(ord("a") + digit)
-        if not i:
-            return out
-
-
-@guard
-def ask(question: str) -> str:
-    return "I cannot answer that question, please ask something else."
 
 
 def shared(server: RedisServer, name: str = "ticket-4711", **settings: Any) -> fuzeguard.Run:
@@ -340,7 +324,7 @@ def test_calls_go_on_while_redis_is_down_and_are_counted_when_it_is_back(
                 fetch(i)
             own_redis.stop()
             for i in range(5, 15):
-                assert fetch(i) == f"page {_letters(i)}"  # judged here, not broken
+                assert fetch(i) == f"page {letters(i)}"  # judged here, not broken
             stats = run.stats()
             assert stats.locally_judged == 10 and stats.store_outages == 1
             own_redis.start()  # empty: Redis lost the run
@@ -378,7 +362,7 @@ def test_a_paused_redis_costs_a_call_no_more_than_the_time_budget(
         try:
             started = time.monotonic()
             for i in range(1, 4):
-                assert fetch(i) == f"page {_letters(i)}"
+                assert fetch(i) == f"page {letters(i)}"
             elapsed = time.monotonic() - started
         finally:
             own_redis.resume()
@@ -400,7 +384,7 @@ def test_fail_closed_refuses_calls_while_redis_is_down(
             careful(1)
         own_redis.start()
         time.sleep(0.06)
-        assert careful(2) == f"page {_letters(2)}"
+        assert careful(2) == f"page {letters(2)}"
 
 
 def test_the_outage_is_logged_once_and_the_recovery_once(
@@ -423,7 +407,7 @@ def test_the_outage_is_logged_once_and_the_recovery_once(
 def test_a_run_opened_while_redis_is_down_goes_on_in_this_process(quick_retry: None) -> None:
     run = fuzeguard.run("nowhere", store="redis://127.0.0.1:1/0", config=Config())
     with run:
-        assert fetch(1) == f"page {_letters(1)}"
+        assert fetch(1) == f"page {letters(1)}"
     assert run.stats().locally_judged == 1
 
 
