@@ -204,7 +204,7 @@ def test_results_are_fingerprinted_exactly_as_the_live_guard_did(
     import fuzeguard
     from fuzeguard import guard
     from fuzeguard._private.records import Call
-    from fuzeguard._private.trace import decode_value
+    from fuzeguard._private.values import decode_value
 
     @guard
     def tool(n: int) -> Any:

@@ -21,7 +21,7 @@ import fuzeguard
 from fuzeguard import Config, LoopDetected, guard
 from fuzeguard._private.fingerprint import fingerprint_result
 from fuzeguard._private.settings import VOLATILE_KEYS
-from fuzeguard._private.trace import decode_value, encode_value
+from fuzeguard._private.values import decode_value, encode_value
 
 
 def _lines(path: Path) -> list[dict[str, Any]]:

@@ -15,17 +15,15 @@ from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from typing import Any, TypeVar, overload
 
 from fuzeguard._private import state
+from fuzeguard._private.completion import complete
 from fuzeguard._private.config import Config, validate_code_options
 from fuzeguard._private.exceptions import ConfigError, FuzeguardError, LoopDetected, StoreUnavailable
-from fuzeguard._private.fastinit import new_record
-from fuzeguard._private.hooks import run_hooks
 from fuzeguard._private.log import emit
-from fuzeguard._private.otel import annotate
-from fuzeguard._private.outcome import error_text
 from fuzeguard._private.plan import Plan, build_plan, check_layer_objects
 from fuzeguard._private.records import Call, Decision, Detection
 from fuzeguard._private.run import DetectHook, Run, _as_hooks, current_run
-from fuzeguard._private.secrets import exception_text, redactor
+from fuzeguard._private.secrets import exception_text
+from fuzeguard._private.watch import StreamWatch
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -79,7 +77,7 @@ class Guard:
         entry = self._plans.get(id(config))
         if entry is not None and entry[0] is config:
             return entry[1]
-        plan = build_plan(self.fn, self.name, config, self.options, self.layers)
+        plan = build_plan(self.fn, self.name, config, self.options, self.layers, self.hooks)
         with self._lock:
             if len(self._plans) >= _MAX_PLANS:
                 self._plans.pop(next(iter(self._plans)))
@@ -111,53 +109,14 @@ class Guard:
                     "so the call was not made"
                 ) from exc
             return None
-        if decision.detections:
-            self._report(run, plan, call, decision)
         action = decision.action
         if action == "call" or action == "warn":
             return Pending(self, run, plan, call, decision)
         if action == "skip":
             assert decision.detection is not None
-            _refused(run, plan, call, decision)
             return Skipped(_replacement(plan, decision.detection, run))
         assert decision.detection is not None
-        if decision.detections:
-            _refused(run, plan, call, decision)
         raise LoopDetected(decision.detection, run.stats())
-
-    def _report(self, run: Run, plan: Plan, call: Call, decision: Decision) -> None:
-        observe = plan.observe or state.mode_override == "observe"
-        for detection in decision.detections:
-            fields: dict[str, Any] = {
-                "layer": detection.layer,
-                "fn": detection.fn,
-                "run_id": run.id,
-                "run_name": run.name,
-                "call_index": detection.call_index,
-                "kind": detection.kind,
-                "action": detection.action,
-                "observe": observe,
-                "count": detection.count,
-                "threshold": detection.threshold,
-                "similarity": detection.similarity,
-                "args_fp": run.public_fp(call.args_fp).hex(),
-                "message": detection.message,
-            }
-            if plan.settings.log_values:
-                fields["args"] = _logged_args(call.arguments, plan)
-            event = "fuzeguard.limit_reached" if detection.kind == "limit" else "fuzeguard.loop_detected"
-            emit("warning", event, **fields)
-            if run.hooks or self.hooks:
-                run_hooks((*run.hooks, *self.hooks), detection, run.id)
-            for sink in state.captures:
-                sink.append(detection)
-        if decision.action == "kill" and decision.detection is not None:
-            d = decision.detection
-            emit("error", "fuzeguard.run_killed", run_id=run.id, run_name=run.name, fn=d.fn,
-                 layer=d.layer, call_index=d.call_index, message=d.message)
-        if decision.detections:
-            killed = decision.detection if decision.action == "kill" else None
-            annotate(decision.detections, killed, run.id)
 
 
 def _replacement(plan: Plan, detection: Detection, run: Run) -> Any:
@@ -176,39 +135,6 @@ def _replacement(plan: Plan, detection: Detection, run: Run) -> Any:
                  "detection's message instead")
             return detection.message
     return value
-
-
-def _logged_args(arguments: Any, plan: Plan) -> str:
-    """The arguments as logged with ``log_values = true``: redacted and scrubbed, then cut."""
-    from fuzeguard._private.trace import encode_value
-
-    red = redactor(plan.settings.redact)
-    return _short_repr(encode_value(arguments, red))
-
-
-def _refused(
-    run: Run,
-    plan: Plan,
-    call: Call,
-    decision: Decision,
-    start: float | None = None,
-    chunks: list[Any] | None = None,
-) -> None:
-    recorder = run._recorder_for(plan.settings.trace)
-    if recorder is not None:
-        try:
-            recorder.write_refused(plan, call, decision, start, chunks)
-        except Exception as exc:
-            emit("error", "fuzeguard.internal_error", fn=call.fn, phase="trace",
-                 error=exception_text(exc))
-
-
-def _short_repr(value: Any, limit: int = 200) -> str:
-    try:
-        text = repr(value)
-    except Exception:
-        text = f"<{type(value).__name__}>"
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 class Skipped:
@@ -250,48 +176,23 @@ class Pending:
         if self.token is not None:  # self._exit(), inlined on the path every call takes
             _cost_box.reset(self.token)
             self.token = None
-        try:
-            result_fp: bytes | None
-            result_fp, failed, value = self.plan.judge_result(result, self.call)
-        except Exception as exc:  # a value the judge did not expect: recorded as unknown
-            emit("error", "fuzeguard.internal_error", fn=self.call.fn, phase="fingerprint",
-                 error=exception_text(exc))
-            result_fp, failed, value = None, None, result
-        try:
-            self._record(result_fp, result, value, None, failed)
-        except Exception as exc:
-            emit("error", "fuzeguard.internal_error", fn=self.call.fn, phase="record",
-                 error=exception_text(exc))
-            self.run._discard(self.call)
+        self._complete(result, None)
 
     def fail(self, error: BaseException) -> None:
         self._exit()
         if not isinstance(error, Exception) or isinstance(error, FuzeguardError):
             # Interrupted (cancelled, closed early, killed from inside): no record, but the
             # trace still gets a line so that replay counts the call as live did.
-            self.run._discard(self.call)
-            _refused(self.run, self.plan, self.call, self.decision, self.t0 - self.run._start,
-                     self.chunks)
+            run = self.run
+            run._interrupted(self.plan, self.call, self.decision, self.t0 - run._start,
+                             self.chunks)
             return
-        try:
-            self._record(self.plan.judge_error(error_text(error)), None, None, error, None)
-        except Exception as exc:
-            emit("error", "fuzeguard.internal_error", fn=self.call.fn, phase="record",
-                 error=exception_text(exc))
-            self.run._discard(self.call)
+        self._complete(None, error)
 
-    def _record(
-        self,
-        result_fp: bytes | None,
-        result: Any,
-        value: Any,
-        error: BaseException | None,
-        failed: str | None,
-    ) -> None:
-        """Record the call; ``value`` is the result's skeleton and ``failed`` says whether the
-        result reads as an error (see ``Plan.judge_result``). Each part a user function or a
-        layer computes is guarded on its own: a ``cost=`` function or a layer's extractor that
-        raises loses that part, never the record."""
+    def _complete(self, result: Any, error: BaseException | None) -> None:
+        """Record the call (``completion.complete``: the path replay takes too). The cost is
+        what ``add_cost()`` collected plus the guard's ``cost=``; a ``cost=`` function that
+        raises loses the cost, and anything else that fails loses the record, never the call."""
         plan = self.plan
         cost = self.box[0]
         per_call = plan.settings.cost
@@ -306,31 +207,21 @@ class Pending:
                          "cost")
             else:
                 cost += per_call
-        call = self.call
-        features = (
-            plan.features(call.arguments, value, error, self.run._feature_failed)
-            if plan.result_features or plan.call_features
-            else {}
-        )
-        now = time.monotonic()
-        record = new_record(
-            fn=call.fn,
-            index=call.index,
-            args_fp=call.args_fp,
-            result_fp=result_fp,
-            error=failed if error is None else type(error).__name__,
-            cost=cost or None,
-            start=self.t0 - self.run._start,
-            duration=now - self.t0,
-            features=features,
-            kind=call.kind,
-        )
         run = self.run
-        run._complete(record)
-        recorder = run._recorder if run._recorder_ready else run._recorder_for(plan.settings.trace)
-        if recorder is not None:
-            recorder.write_call(plan, call, record, self.decision, result, error,
-                                stream=self.chunks is not None)
+        t0 = self.t0
+        try:
+            if error is None:
+                complete(run, plan, self.call, self.decision, start=t0 - run._start,
+                         duration=time.monotonic() - t0, cost=cost, result=result,
+                         stream=self.chunks is not None)
+            else:
+                complete(run, plan, self.call, self.decision, start=t0 - run._start,
+                         duration=time.monotonic() - t0, cost=cost, error=error,
+                         stream=self.chunks is not None)
+        except Exception as exc:
+            emit("error", "fuzeguard.internal_error", fn=self.call.fn, phase="record",
+                 error=exception_text(exc))
+            run._discard(self.call)
 
 
 def _kind(fn: Callable[..., Any]) -> str:
@@ -451,55 +342,34 @@ def _wrap(g: Guard) -> Callable[..., Any]:
 class Stream:
     """Sees the chunks of a guarded generator as they pass; records the stream when it ends.
 
-    The result fingerprint of a stream is that of the list of its chunks. Layers with a
-    ``watch(call)`` method (``semantic``: an output chanting one passage) get a watcher that is fed
-    every chunk and keeps bounded state of its own; when it reports a detection, the action is
-    taken mid-stream: ``kill`` raises ``LoopDetected`` from the iterator, ``skip`` ends the stream
-    there, ``warn`` logs and lets it continue. Each watcher reports a stream at most once.
+    The result of a stream is the list of its chunks. The layers that watch streams see each
+    chunk (``watch.StreamWatch``, shared with replay); on a detection, ``kill`` raises
+    ``LoopDetected`` from the iterator, ``skip`` ends the stream there, ``warn`` lets it go on.
     """
 
-    __slots__ = ("chunks", "pending", "watchers")
+    __slots__ = ("chunks", "pending", "watch")
 
     def __init__(self, pending: Pending) -> None:
         self.pending = pending
         self.chunks: list[Any] = []
         pending.chunks = self.chunks
-        self.watchers: list[Any] = []
-        for layer in pending.plan.watchers:
-            try:
-                self.watchers.append(layer.watch(pending.call))
-            except Exception as exc:
-                emit("error", "fuzeguard.internal_error", fn=pending.call.fn, phase="stream",
-                     error=exception_text(exc))
+        plan = pending.plan
+        self.watch = (
+            StreamWatch(pending.run, plan, pending.call, pending.decision)
+            if plan.watchers else None
+        )
 
     def chunk(self, value: Any) -> bool:
         """Take one chunk; True means the stream is to end here (a ``skip``)."""
         self.chunks.append(value)
-        if not self.watchers:
+        watch = self.watch
+        if watch is None:
             return False
-        for i, watcher in enumerate(self.watchers):
-            try:
-                detection = watcher.feed(value)
-            except Exception as exc:
-                emit("error", "fuzeguard.internal_error", fn=self.pending.call.fn, phase="stream",
-                     error=exception_text(exc))
-                detection = None
-            if detection is not None:
-                del self.watchers[i]
-                return self._act(detection)
-        return False
-
-    def _act(self, detection: Detection) -> bool:
+        decision = watch.feed(value)
+        if decision is None:
+            return False
         p = self.pending
-        decision = p.run._flag(p.plan, p.call, detection)
-        p.guard._report(p.run, p.plan, p.call, decision)
-        # The call's trace line shows what fired mid-stream as well as before it.
-        p.decision = Decision(
-            decision.action if decision.action != "call" else p.decision.action,
-            p.decision.index,
-            decision.detection or p.decision.detection,
-            p.decision.detections + decision.detections,
-        )
+        p.decision = watch.decision
         if decision.action == "kill":
             assert decision.detection is not None
             raise LoopDetected(decision.detection, p.run.stats())

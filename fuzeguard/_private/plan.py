@@ -30,7 +30,7 @@ from fuzeguard._private.outcome import (
     reads_as_error,
     skeleton,
 )
-from fuzeguard._private.records import Call
+from fuzeguard._private.records import Call, Detection
 from fuzeguard._private.settings import Settings
 
 ResultExtractor = tuple[str, Callable[[Any, BaseException | None], Any], tuple[str, ...]]
@@ -189,6 +189,8 @@ class Plan:
     # arguments may refine it (kind = "auto").
     kind: str = "other"
     infer: bool = True
+    # The guard's own ``on_detect`` hooks (the run's are on the run).
+    hooks: tuple[Callable[[Detection], object], ...] = ()
 
     def kind_of(self, arguments: Mapping[str, Any]) -> str:
         """What this call does: the declared kind, or the inferred one refined by the arguments."""
@@ -258,6 +260,7 @@ def build_plan(
     config: Config,
     options: Mapping[str, Any],
     layer_objects: tuple[Any, ...] | None,
+    hooks: tuple[Callable[[Detection], object], ...] = (),
 ) -> Plan:
     """Resolve a guard's settings (defaults < file < [functions.NAME] < code) into a plan."""
     from fuzeguard.layers import BUILTIN_LAYERS
@@ -319,6 +322,7 @@ def build_plan(
         watchers=tuple(layer for layer in layers if isinstance(layer, WatchesStreams)),
         kind=infer_kind(name) if settings.kind == AUTO else settings.kind,
         infer=settings.kind == AUTO and may_refine(binder.parameter_names()),
+        hooks=hooks,
     )
 
 

@@ -32,14 +32,17 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+from fuzeguard._private.completion import UNKNOWN, complete
 from fuzeguard._private.config import Config, plain_data_key, schema, validate_code_options
-from fuzeguard._private.exceptions import ConfigError
+from fuzeguard._private.events import Detected, RunKilled
+from fuzeguard._private.exceptions import ConfigError, FuzeguardError
 from fuzeguard._private.kinds import KINDS
 from fuzeguard._private.outcome import TEXT_ERROR
 from fuzeguard._private.plan import Plan, build_plan
-from fuzeguard._private.records import Call, CallRecord, Decision, Detection
+from fuzeguard._private.records import Call, Decision, Detection
 from fuzeguard._private.run import Run
-from fuzeguard._private.trace import TAG, decode_value
+from fuzeguard._private.values import TAG, decode_value
+from fuzeguard._private.watch import StreamWatch
 
 _scanner: Callable[[str, int], tuple[Any, int]] = json.scanner.make_scanner(
     json.JSONDecoder()  # type: ignore[arg-type]  # typeshed types the context as the class
@@ -154,10 +157,10 @@ def _error_object(text: str) -> Exception:
     """An exception of the recorded class name, for layers that look at the error.
 
     The class is made here (a plain ``Exception`` subclass with that name): nothing named by the
-    trace is imported."""
+    trace is imported. A text that does not start with a class name names the class whole."""
     name, _, message = text.partition(": ")
     if not name.isidentifier():
-        name, message = "Exception", text
+        name, message = text, ""
     cls = _error_types.get(name)
     if cls is None:
         cls = type(name, (Exception,), {"__module__": "fuzeguard.replayed"})
@@ -266,14 +269,31 @@ def bounded_lines(stream: IO[str], limit: int = MAX_LINE) -> Iterator[str | _Ove
                 return
 
 
-class _RunReplay:
-    """One run being replayed: its ``Run`` (with the replay clock) and its functions' plans."""
+class ReplayRun(Run):
+    """A run whose time is the trace's, without the standard subscribers: a replay never logs
+    detections as live ones, calls hooks, touches spans or writes a trace."""
 
-    __slots__ = ("clock", "code", "dead", "label", "plans", "run", "summary")
+    _standard = False
+
+    def __init__(self, name: str | None, config: Config, clock: Callable[[], float]) -> None:
+        self._clock = clock
+        # store=None: a replay never touches the shared run it replays (FUZE_STORE or the
+        # config may name one).
+        super().__init__(name, config=config, store=None)
+
+
+class _RunReplay:
+    """One run being replayed: its ``Run`` (with the replay clock), its functions' plans, and
+    where in the trace it is (for the detections it reports)."""
+
+    __slots__ = (
+        "clock", "code", "dead", "found", "killed", "label", "line", "plans", "position", "run",
+        "summary",
+    )
 
     def __init__(
         self, config: Config, info: Any, summary: TraceSummary, label: str | None, code: bool,
-        problem: Callable[[str], None],
+        problem: Callable[[str], None], replayer: Replayer,
     ) -> None:
         if code and isinstance(info, dict) and isinstance(info.get("settings"), dict):
             try:
@@ -283,17 +303,27 @@ class _RunReplay:
             except (ConfigError, TypeError) as exc:
                 problem(f"run settings recorded in the trace ignored: {exc}")
         name = info.get("name") if isinstance(info, dict) else None
-        # store=None: a replay never touches the shared run it replays (FUZE_STORE or the config
-        # may name one).
-        self.run = Run(name if isinstance(name, str) else label, config=config, store=None)
         self.clock = _Clock()
-        self.run._clock = self.clock
-        self.run._start = 0.0
+        self.run = ReplayRun(name if isinstance(name, str) else label, config, self.clock)
         self.plans: dict[str, Plan] = {}
         self.dead = False
         self.summary = summary
         self.label = label
         self.code = code
+        self.position = 0
+        self.line = 0
+        # What the run publishes is collected here and reported by the replayer once the run
+        # has done with the line (a report that fails, a closed pipe, is the replayer's to raise).
+        self.found: list[Decision] = []
+        self.killed: Detection | None = None
+        self.run.subscribe(self._detected, Detected)
+        self.run.subscribe(self._killed, RunKilled)
+
+    def _detected(self, event: Detected) -> None:
+        self.found.append(event.decision)
+
+    def _killed(self, event: RunKilled) -> None:
+        self.killed = event.detection
 
     def plan(self, fn: str, line: dict[str, Any], problem: Callable[[str], None]) -> Plan:
         from fuzeguard.layers import BUILTIN_LAYERS
@@ -477,12 +507,16 @@ class Replayer:
                     started += 1
                     state = runs[key] = _RunReplay(
                         self.config, obj.get("run_info"), summary, key, self.use_code_settings,
-                        note,
+                        note, self,
                     )
                 if state.dead:
                     summary.not_evaluated += 1
                 else:
-                    self._feed(state, obj, fn, line, position, lineno, summary, note)
+                    try:
+                        self._feed(state, obj, fn, line, position, lineno, summary, note)
+                    finally:
+                        if state.found or state.killed is not None:
+                            self._report(state)
             except OSError:
                 raise  # our own output failed (a closed pipe): not the trace's fault
             except Exception as exc:
@@ -600,137 +634,116 @@ class Replayer:
             error = str(error)
 
         if "reset" in obj or "turn" in obj or "extra_cost" in obj:
-            self._run_events(run, obj, problem)
+            self._run_events(state, obj, problem)
         if ts is not None:
             state.clock.now = ts
 
+        state.position, state.line = position, lineno
         kind = get("kind")
         call, decision = run._decide(plan, args_fp, args, kind if kind in KINDS else None)
-        if decision.detections:
-            self._report(state, decision, position, lineno)
         action = decision.action
-        if action == "kill":
-            self._killed(state, decision, position, lineno)
-            return
-        if action == "skip":
-            return  # not executed
-        if get("stream") and plan.layers:
+        if action == "kill" or action == "skip":
+            return  # not executed (a kill was reported by the run's RunKilled event)
+        if get("stream") and plan.watchers:
             chunks = obj.get("result")
             if tagged:
                 chunks = decode_value(chunks)
-            if not self._watch(state, plan, call, chunks, position, lineno):
+            if not self._watch(state, plan, call, decision, chunks):
                 return  # killed mid-stream
         if get("interrupted"):
-            run._discard(call)
+            run._interrupted(plan, call, decision, ts if ts is not None else state.clock.now, None)
             return  # executed but never completed: no record, as live
 
-        # The same judgement as a live call's (Plan.judge_result / judge_error); an unknown
-        # result is given to the layers as None: no evidence either way.
-        result = obj.get("result")
-        if tagged:
-            result = decode_value(result)
-        failed = TEXT_ERROR if get("failed") is True else None
-        if error is not None:
-            if result_fp is None:
-                result_fp = plan.judge_error(error)
-        elif "result" in obj:
-            fp, read_failed, result = plan.judge_result(result, call)
-            result_fp = result_fp if result_fp is not None else fp
-            failed = failed or read_failed
-        features: dict[str, Any] = {}
-        if plan.result_features or plan.call_features:
-            error_obj = _error_object(error) if error is not None else None
-            features = plan.features(args, result, error_obj)
-        record = CallRecord(
-            fn=fn,
-            index=call.index,
-            args_fp=args_fp,
-            result_fp=result_fp,
-            error=failed if error is None else _error_name(error),
-            cost=cost or None,
+        # The same completion as a live call's (completion.complete); what the trace left out
+        # is unknown, and a recorded fingerprint or failed flag stands for it.
+        result: Any = UNKNOWN
+        if error is None and "result" in obj:
+            result = obj.get("result")
+            if tagged:
+                result = decode_value(result)
+        complete(
+            run, plan, call, decision,
             start=ts if ts is not None else state.clock.now,
             duration=duration,
-            features=features,
-            kind=call.kind,
+            cost=cost,
+            result=result,
+            error=_error_object(error) if error is not None else None,
+            error_message=error,
+            result_fp=result_fp,
+            failed=TEXT_ERROR if get("failed") is True else None,
         )
-        run._complete(record)
 
-    def _report(
-        self, state: _RunReplay, decision: Decision, position: int, lineno: int
-    ) -> None:
+    def _report(self, state: _RunReplay) -> None:
+        """Report what the run published while it replayed a line: its detections, and a kill
+        (the rest of that run is then not evaluated)."""
         summary = state.summary
         on_detection = self.on_detection
         keep = self.keep
-        for detection in decision.detections:
-            found = ReplayedDetection(summary.trace, position, lineno, state.label, detection)
-            summary.detected += 1
-            by_layer, by_action = summary.by_layer, summary.by_action
-            by_layer[detection.layer] = by_layer.get(detection.layer, 0) + 1
-            by_action[detection.action] = by_action.get(detection.action, 0) + 1
-            if keep is None or len(summary.detections) < keep:
-                summary.detections.append(found)
-            if on_detection is not None:
-                on_detection(found)
+        found, state.found = state.found, []
+        for decision in found:
+            for detection in decision.detections:
+                item = ReplayedDetection(summary.trace, state.position, state.line, state.label,
+                                         detection)
+                summary.detected += 1
+                by_layer, by_action = summary.by_layer, summary.by_action
+                by_layer[detection.layer] = by_layer.get(detection.layer, 0) + 1
+                by_action[detection.action] = by_action.get(detection.action, 0) + 1
+                if keep is None or len(summary.detections) < keep:
+                    summary.detections.append(item)
+                if on_detection is not None:
+                    on_detection(item)
+        killed, state.killed = state.killed, None
+        if killed is not None:
+            state.dead = True
+            summary.kills.append(
+                ReplayedDetection(summary.trace, state.position, state.line, state.label, killed)
+            )
 
     @staticmethod
-    def _killed(state: _RunReplay, decision: Decision, position: int, lineno: int) -> None:
-        state.dead = True
-        summary = state.summary
-        detection = decision.detection or decision.detections[0]
-        summary.kills.append(
-            ReplayedDetection(summary.trace, position, lineno, state.label, detection)
-        )
-
     def _watch(
-        self, state: _RunReplay, plan: Plan, call: Call, chunks: Any, position: int, lineno: int
+        state: _RunReplay, plan: Plan, call: Call, decision: Decision, chunks: Any
     ) -> bool:
-        """Feed a generator's recorded chunks to the layers that watch streams, as ``Stream``
-        does live; act on what they find. False if the run was killed mid-stream."""
-        watchers = [layer.watch(call) for layer in plan.watchers]
-        if not watchers:
-            return True
+        """Feed a generator's recorded chunks to the layers that watch streams, as a live
+        stream's are (``watch.StreamWatch``). False if the run was killed mid-stream."""
         if isinstance(chunks, str):  # a truncated stream: its head is all there is to watch
             chunks = [chunks]
         if not isinstance(chunks, list):
             return True
-        run = state.run
+        watch = StreamWatch(state.run, plan, call, decision)
         for chunk in chunks:
-            for i, watcher in enumerate(watchers):
-                detection = watcher.feed(chunk)
-                if detection is None:
-                    continue
-                del watchers[i]
-                decision = run._flag(plan, call, detection)
-                self._report(state, decision, position, lineno)
-                if decision.action == "kill":
-                    self._killed(state, decision, position, lineno)
-                    return False
-                if decision.action == "skip":
-                    return True  # live, the stream ended here; its recorded chunks end here too
-                break
+            found = watch.feed(chunk)
+            if found is None:
+                continue
+            if found.action == "kill":
+                return False
+            if found.action == "skip":
+                return True  # live, the stream ended here; its recorded chunks end here too
         return True
 
     @staticmethod
-    def _run_events(run: Run, obj: dict[str, Any], problem: Callable[[str], None]) -> None:
-        with run._lock:
-            reset = obj.get("reset")
-            # A run shared by several processes has the same reset on each one's next line
-            # (merged traces): it is the reset number that tells a new one.
-            if reset is not None and not (type(reset) is int and reset == run.resets):
-                # Live, a reset restarts the run's clock: later "ts" values count from it.
-                run.resets += 1
-                run._clear()
-                run._start = 0.0
-            turn = obj.get("turn")
-            if type(turn) is int and turn != run._turn:
-                run._turn = turn
-                run._turn_calls = 0
-            extra = obj.get("extra_cost")
-            amount = _finite(extra)
-            if amount is not None:
-                run._cost += amount
-            elif extra is not None:
-                problem(f'"extra_cost" must be a finite number, got {_show(extra)}; ignored')
+    def _run_events(state: _RunReplay, obj: dict[str, Any], problem: Callable[[str], None]) -> None:
+        """A reset, the end of a turn or cost added outside any call, marked on this line: made
+        through the run's own controls, as live."""
+        run = state.run
+        reset = obj.get("reset")
+        # A run shared by several processes has the same reset on each one's next line (merged
+        # traces): it is the reset number that tells a new one.
+        if reset is not None and not (type(reset) is int and reset == run.resets):
+            state.clock.now = 0.0  # live, a reset restarts the run's clock: later "ts" count from it
+            try:
+                run.reset()
+            except FuzeguardError as exc:
+                problem(f"the run is reset here, which its config does not allow ({exc}); "
+                        "replayed without the reset")
+        turn = obj.get("turn")
+        if type(turn) is int and turn != run.stats().turn:
+            run.end_turn()
+        extra = obj.get("extra_cost")
+        amount = _finite(extra)
+        if amount is not None:
+            run._add_cost(amount)
+        elif extra is not None:
+            problem(f'"extra_cost" must be a finite number, got {_show(extra)}; ignored')
 
 
 def _moment(line: str) -> float:
@@ -746,11 +759,6 @@ def _moment(line: str) -> float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return float(value)
     return float("-inf")
-
-
-def _error_name(text: str) -> str:
-    name = text.partition(": ")[0]
-    return name if name.isidentifier() else text
 
 
 def trace_files(paths: Iterable[str]) -> Iterator[str]:

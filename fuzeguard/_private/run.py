@@ -21,14 +21,30 @@ import time
 from collections import deque
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, ParamSpec, TypeVar
 
 from fuzeguard._private import state
 from fuzeguard._private.config import Config, discovered_config, validate_code_options
 from fuzeguard._private.core import action_for, decide, pattern_key
+from fuzeguard._private.events import (
+    EVENT_TYPES,
+    CallCompleted,
+    CallInterrupted,
+    CallRefused,
+    CallStarted,
+    CostAdded,
+    Detected,
+    Event,
+    RunClosed,
+    RunKilled,
+    RunReset,
+    Subscriber,
+    TurnEnded,
+)
 from fuzeguard._private.exceptions import FuzeguardError
 from fuzeguard._private.fastinit import new_call, new_decision, new_record
 from fuzeguard._private.fingerprint import keyed
+from fuzeguard._private.hooks import callable_name
 from fuzeguard._private.log import emit
 from fuzeguard._private.records import (
     IN_FLIGHT,
@@ -41,6 +57,7 @@ from fuzeguard._private.records import (
 )
 from fuzeguard._private.secrets import exception_text
 from fuzeguard._private.settings import store_url
+from fuzeguard._private.sinks import attach_standard
 
 if TYPE_CHECKING:
     from fuzeguard._private.plan import Plan
@@ -61,38 +78,6 @@ MAX_PATTERNS = 4096
 MAX_KEPT_DETECTIONS = 100
 
 DetectHook = Callable[[Detection], object]
-
-
-class Recorder(Protocol):
-    """Receives every call of a run as it completes or is refused (see ``trace.py``).
-
-    ``write_refused`` gets the calls that leave no record in history: killed or skipped ones, and
-    calls that went ahead but were interrupted (``decision.action`` is then "call" or "warn" and
-    ``start`` is when the call began, in run seconds). ``stream`` / ``chunks`` mark a generator's
-    call: its result is the list of its chunks (so far, for one that was interrupted).
-    """
-
-    def write_call(
-        self,
-        plan: Plan,
-        call: Call,
-        record: CallRecord,
-        decision: Decision,
-        result: Any,
-        error: BaseException | None,
-        stream: bool = False,
-    ) -> None: ...
-
-    def write_refused(
-        self,
-        plan: Plan,
-        call: Call,
-        decision: Decision,
-        start: float | None = None,
-        chunks: list[Any] | None = None,
-    ) -> None: ...
-
-    def close(self) -> None: ...
 
 
 def current_run() -> Run:
@@ -166,6 +151,10 @@ class Run:
     # The run's shared state (``store/``): None, as a class default that costs a run of its own
     # nothing, or set on runs that have a store or a parent.
     _store: Store | None = None
+    # Whether the run gets the standard subscribers (``sinks.py``): replay's runs do not.
+    _standard: ClassVar[bool] = True
+    # The run's clock; None: time.monotonic. Replay's runs run on the trace's timestamps.
+    _clock: Callable[[], float] | None = None
 
     def __init__(
         self,
@@ -191,10 +180,10 @@ class Run:
         # How many ``with`` blocks (in any task, thread or loop) are inside the run right now.
         self._entered = 0
         self._capacity = MIN_HISTORY
-        self._recorder: Recorder | None = None
-        self._recorder_ready = False
-        # None: time.monotonic. Replay sets a clock driven by the trace's timestamps.
-        self._clock: Callable[[], float] | None = None
+        # Subscribers by event type (``subscribe``), and events made while the lock was held,
+        # delivered once it is released (``_deliver``).
+        self._subs: dict[type[Any], tuple[Subscriber, ...]] = {}
+        self._outbox: list[Event] = []
         self.resets = 0
         # Layers that raised while judging a call: failures per layer name (see ``stats()``).
         self._layer_errors: dict[str, int] = {}
@@ -208,6 +197,8 @@ class Run:
             from fuzeguard._private.store import open_store
 
             self._store = open_store(self, url, parent)
+        if self._standard:
+            attach_standard(self)
 
     def _clear(self) -> None:
         # Calls that went ahead and have not ended, by index: the ``Call`` until another call is
@@ -291,13 +282,64 @@ class Run:
 
         return bound
 
+    def subscribe(self, subscriber: Subscriber, *events: type[Any]) -> Callable[[], None]:
+        """Deliver this run's events of the given types (all types if none are given) to
+        ``subscriber``, a callable taking one event (``fuzeguard.events``); returns a function
+        that unsubscribes it.
+
+        Events are delivered in the thread or task whose call caused them, in order, never while
+        the run's lock is held. A subscriber that raises is logged and the call goes on.
+        """
+        kinds = events or EVENT_TYPES
+        for kind in kinds:
+            if kind not in EVENT_TYPES:
+                raise TypeError(
+                    f"run.subscribe(): {kind!r} is not an event type; use the classes in "
+                    "fuzeguard.events"
+                )
+        with self._lock:
+            subs = dict(self._subs)
+            for kind in kinds:
+                subs[kind] = (*subs.get(kind, ()), subscriber)
+            self._subs = subs  # replaced whole: deliveries in flight keep the tuples they read
+
+        def unsubscribe() -> None:
+            with self._lock:
+                subs = dict(self._subs)
+                for kind in kinds:
+                    kept = tuple(s for s in subs.get(kind, ()) if s is not subscriber)
+                    if kept:
+                        subs[kind] = kept
+                    else:
+                        subs.pop(kind, None)
+                self._subs = subs
+
+        return unsubscribe
+
+    def _deliver(self, event: Event) -> None:
+        """Hand ``event`` to its subscribers, after any event queued while the lock was held."""
+        if self._outbox:
+            self._drain()
+        for subscriber in self._subs.get(type(event), ()):
+            try:
+                subscriber(event)
+            except Exception as exc:
+                _subscriber_failed(self, subscriber, event, exc)
+
+    def _drain(self) -> None:
+        with self._lock:
+            queued, self._outbox = self._outbox, []
+        for event in queued:
+            for subscriber in self._subs.get(type(event), ()):
+                try:
+                    subscriber(event)
+                except Exception as exc:
+                    _subscriber_failed(self, subscriber, event, exc)
+
     def close(self) -> None:
         """Flush and close the run's trace, if any. Called when the last ``with`` block inside the
         run exits (in whatever task, thread or event loop); a later call opens it again."""
-        with self._lock:
-            recorder, self._recorder, self._recorder_ready = self._recorder, None, False
-        if recorder is not None:
-            recorder.close()
+        self._deliver(RunClosed(self))
         if self._store is not None:
             self._store.close(self)
 
@@ -406,17 +448,21 @@ class Run:
         """
         if self._store is not None:
             self._store.reset(self)
-            return
-        with self._lock:
-            self._reset()
+        else:
+            with self._lock:
+                self._reset()
+        if self._outbox:
+            self._drain()
 
     def end_turn(self) -> None:
         """End the current turn: per-turn counters (``max_calls_per_turn``) start again."""
         if self._store is not None:
             self._store.end_turn(self)
-            return
-        with self._lock:
-            self._end_turn()
+        else:
+            with self._lock:
+                self._end_turn()
+        if self._outbox:
+            self._drain()
 
     def _reset(self) -> None:
         limit = self.config.settings_for(None)["max_resets"]
@@ -425,20 +471,33 @@ class Run:
                 f"run {self.name or self.id} was already reset {self.resets} times, its "
                 f"max_resets = {limit}; open a new run with fuzeguard.run() instead"
             )
+        self._restart()
+
+    def _restart(self) -> None:
+        """Start afresh (lock held): here, or a reset made by another process sharing the run."""
         self.resets += 1
         self._clear()
+        self._outbox.append(RunReset(self, self.resets))
 
     def _end_turn(self) -> None:
+        """A new turn begins (lock held): here, or in another process sharing the run."""
         self._turn += 1
         self._turn_calls = 0
+        self._outbox.append(TurnEnded(self, self._turn))
+
+    def _spent(self, amount: float) -> None:
+        """Cost counted toward this run outside its calls by a subagent's run (lock held)."""
+        self._cost += amount
+        self._outbox.append(CostAdded(self, amount))
 
     def _add_cost(self, amount: float) -> None:
         """Cost spent outside any guarded call (``add_cost()``)."""
         if self._store is not None:
             self._store.add_cost(self, amount)
-            return
-        with self._lock:
-            self._cost += amount
+        else:
+            with self._lock:
+                self._cost += amount
+        self._deliver(CostAdded(self, amount))
 
     # ------------------------------------------------------------------ used by guards
 
@@ -462,7 +521,21 @@ class Run:
             self._log_layer_failures()
         if decision is _REFUSED:
             raise LayerFailed(f"a layer failed while judging a call to {plan.name}")
+        if decision.detections:
+            self._announce(plan, call, decision)
+        action = decision.action
+        if action == "call" or action == "warn":
+            if CallStarted in self._subs or self._outbox:
+                self._deliver(CallStarted(self, plan, call, decision))
+        else:
+            self._deliver(CallRefused(self, plan, call, decision))
         return call, decision
+
+    def _announce(self, plan: Plan, call: Call, decision: Decision) -> None:
+        """Publish a decision's detections, and the kill if it killed the run."""
+        self._deliver(Detected(self, plan, call, decision))
+        if decision.action == "kill" and decision.detection is not None:
+            self._deliver(RunKilled(self, decision.detection))
 
     def _layer_failed(self, layer: Any, call: Call, error: Exception) -> None:
         """A layer raised while judging ``call`` (the run's lock is held): it is left out of this
@@ -544,11 +617,14 @@ class Run:
         """Act on a detection made while a call is under way (a stream that repeats itself):
         the same action choice, bookkeeping and kill as a detection made before the call."""
         if self._store is not None:
-            return self._store.flag(self, plan, call, detection)
-        with self._lock:
-            decision = self._judge_flag(plan, call, detection)
-            self._count_flag(decision)
-            return decision
+            decision = self._store.flag(self, plan, call, detection)
+        else:
+            with self._lock:
+                decision = self._judge_flag(plan, call, detection)
+                self._count_flag(decision)
+        if decision.detections:
+            self._announce(plan, call, decision)
+        return decision
 
     def _judge_flag(self, plan: Plan, call: Call, detection: Detection) -> Decision:
         if self._killed is not None:
@@ -704,6 +780,28 @@ class Run:
             return -1
         return self._in_flight(index)
 
+    def _interrupted(
+        self, plan: Plan, call: Call, decision: Decision, start: float, chunks: list[Any] | None
+    ) -> None:
+        """A call that went ahead and never completed: it leaves no record."""
+        self._discard(call)
+        self._deliver(CallInterrupted(self, plan, call, decision, start, chunks))
+
+    def _completed(
+        self,
+        plan: Plan,
+        call: Call,
+        decision: Decision,
+        record: CallRecord,
+        result: Any,
+        error: BaseException | None,
+        stream: bool,
+    ) -> None:
+        """Book a completed call and publish it."""
+        self._complete(record)
+        if CallCompleted in self._subs or self._outbox:
+            self._deliver(CallCompleted(self, plan, call, decision, record, result, error, stream))
+
     def _discard(self, call: Call) -> None:
         """A call that went ahead but never completed (interrupted): it leaves no record."""
         if self._store is not None:
@@ -756,30 +854,16 @@ class Run:
         if record.cost:
             self._cost += record.cost
 
-    def _recorder_for(self, settings_trace: str | None) -> Recorder | None:
-        """The run's trace recorder, opened on first use (``settings_trace`` or the run's config).
-
-        Called on every call: once the recorder is settled it returns without looking at the
-        config, which would cost more than the rest of the bookkeeping.
-        """
-        if self._recorder_ready:
-            return self._recorder
-        with self._lock:
-            if not self._recorder_ready:
-                self._recorder_ready = True
-                settings_trace = settings_trace or self.config.settings_for(None)["trace"]
-                # Precedence: trace= in code, then FUZE_TRACE, then the config file.
-                if self.config.origin_of("trace") != "code":
-                    settings_trace = os.environ.get("FUZE_TRACE") or settings_trace
-                if settings_trace:
-                    from fuzeguard._private.trace import open_recorder
-
-                    self._recorder = open_recorder(settings_trace, self)
-        return self._recorder
-
     def __repr__(self) -> str:
         state = "killed" if self._killed is not None else "open"
         return f"<Run {self.name or self.id} {state} calls={self._calls}>"
+
+
+def _subscriber_failed(run: Run, subscriber: Subscriber, event: Event, exc: Exception) -> None:
+    emit("error", "fuzeguard.subscriber_failed", run_id=run.id, run_name=run.name,
+         event_type=type(event).__name__, subscriber=callable_name(subscriber),
+         error=exception_text(exc),
+         message="a subscriber of the run's events raised; the call goes on")
 
 
 def _iteration_cap(value: int | None) -> int:

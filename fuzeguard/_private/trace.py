@@ -17,7 +17,7 @@ line, ``"guard"`` (the settings a guard sets in code) on a function's first line
 ``add_cost()`` outside any call changed the run since the previous line.
 
 Values that JSON cannot hold are written in a tagged form, ``{"$fuze": "<kind>", ...}``
-(``encode_value``), that ``decode_value`` reads back; results and arguments larger than
+(``values.py``), that replay reads back; results and arguments larger than
 ``trace_max_result_bytes`` are cut to a ``{"$fuze": "truncated", ...}`` marker.
 
 Secrets (``secrets.py``): values under secret-named keys are written as ``"[redacted]"``, and
@@ -32,34 +32,35 @@ A trace that cannot be written (a path that is not writable, a full disk) logs o
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import datetime as _dt
-import decimal
-import enum
-import json
-import json.encoder
 import math
 import os
 import threading
 import time
-import uuid
-from collections.abc import Callable, Mapping, Set
-from pathlib import PurePath
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from fuzeguard._private.events import (
+    CallCompleted,
+    CallInterrupted,
+    CallRefused,
+    CostAdded,
+    RunClosed,
+    RunReset,
+    TurnEnded,
+)
 from fuzeguard._private.log import emit
-from fuzeguard._private.records import Call, CallRecord, Decision
-from fuzeguard._private.secrets import REDACTED, Redactor, redactor, scrub
+from fuzeguard._private.records import Call, Decision
+from fuzeguard._private.secrets import Redactor, redactor, scrub
 from fuzeguard._private.settings import Settings
+from fuzeguard._private.values import TAG, Encoder, dumps, scrub_tree
 
 if TYPE_CHECKING:
     from fuzeguard._private.plan import Plan
     from fuzeguard._private.run import Run
 
 FORMAT_VERSION = 1
-TAG = "$fuze"
-MAX_DEPTH = 64
 
 # Paths whose last attempt failed: the error is logged once, not once per run, until a line
 # is written there again.
@@ -67,39 +68,22 @@ _failing: set[str] = set()
 _failing_lock = threading.Lock()
 
 
-def _no_default(value: Any) -> Any:
-    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+def trace_path(plan: Plan, run: Run) -> str | None:
+    """Where a run's trace goes, decided by its first call: ``trace=`` set in code for the
+    run or that call's guard, then ``FUZE_TRACE``, then the config file."""
+    path = plan.settings.trace or run.config.settings_for(None)["trace"]
+    if run.config.origin_of("trace") != "code":
+        path = os.environ.get("FUZE_TRACE") or path
+    return path or None
 
 
-def _make_dumps() -> Callable[[Any], str]:
-    """Compact JSON text of an already JSON-safe value.
-
-    The C encoder is built once and reused: ``json.dumps`` builds a new one per call, which is a
-    good part of its cost on lines this small. No circular-reference markers are needed because
-    ``encode_value`` never returns a structure that contains itself.
-    """
-    c_make_encoder = getattr(json.encoder, "c_make_encoder", None)
-    if c_make_encoder is None:  # pragma: no cover - CPython always has the C encoder
-        return json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
-    encode = c_make_encoder(
-        None, _no_default, json.encoder.encode_basestring, None, ":", ",", False, False, False
-    )
-
-    def dumps(value: Any) -> str:
-        return "".join(encode(value, 0))
-
-    return dumps
-
-
-_dumps = _make_dumps()
-
-
-def open_recorder(path: str, run: Run) -> TraceRecorder:
-    """Open the trace for ``run``: the file ``path``, or a new file in the directory ``path``.
+def _open(path: str, run: Run) -> tuple[int | None, str, bool]:
+    """Open the trace file for ``run``: the file ``path``, or a new file in the directory
+    ``path`` (file descriptor, the file's path, whether it ends mid-line).
 
     A path ending in ``/`` or naming an existing directory is a directory: each run gets its own
     file there, named by its start time (UTC) and run id, such as
-    ``20261122T085300Z-3f2a9c1b7d4e.jsonl``. Never raises; on failure the recorder is disabled.
+    ``20261122T085300Z-3f2a9c1b7d4e.jsonl``. Never raises; on failure the descriptor is None.
     """
     target = path
     try:
@@ -116,10 +100,8 @@ def open_recorder(path: str, run: Run) -> TraceRecorder:
         fd = os.open(target, flags, 0o600)
     except OSError as exc:
         _failed(path, target, run, exc)
-        return TraceRecorder(None, path, target, run)
-    recorder = TraceRecorder(fd, path, target, run)
-    recorder._torn = torn
-    return recorder
+        return None, target, False
+    return fd, target, torn
 
 
 def _ends_mid_line(path: str) -> bool:
@@ -161,15 +143,23 @@ def _failed(path: str, target: str, run: Run, exc: OSError) -> None:
 
 
 class TraceRecorder:
-    """Writes one run's calls to its trace; thread-safe. Built by ``open_recorder``."""
+    """Writes one run's calls to its trace: a subscriber of the run's events; thread-safe.
+
+    Every live run has one (``sinks.attach_standard``). The file is opened when the run's first
+    call ends or is refused, at the path ``trace_path`` gives for that call; a run with no trace
+    stops listening to its calls until it is closed. A reset, the end of a turn and cost added
+    outside any call are marked on the next line (``reset``, ``turn``, ``extra_cost``).
+    """
 
     __slots__ = (
-        "_cost",
+        "_calls_heard",
+        "_extra",
         "_fd",
         "_fns",
         "_lock",
         "_ok",
-        "_resets",
+        "_reset",
+        "_settled",
         "_started",
         "_torn",
         "_turn",
@@ -178,38 +168,92 @@ class TraceRecorder:
         "target",
     )
 
-    def __init__(self, fd: int | None, path: str, target: str, run: Run) -> None:
-        self._fd = fd
-        self.path = path
-        self.target = target
+    def __init__(self, run: Run) -> None:
         self.run = run
+        self._fd: int | None = None
+        self.path: str | None = None
+        self.target: str | None = None
         self._lock = threading.Lock()
         self._fns: set[str] = set()
         self._started = False
-        self._resets = run.resets
-        self._turn = 1
-        self._cost = 0.0
+        self._settled = False
+        self._reset: int | None = None
+        self._turn: int | None = None
+        self._extra = 0.0
         self._ok = False
         self._torn = False
+        self._calls_heard: Callable[[], None] | None = None
+
+    def attach(self) -> None:
+        """Subscribe to the run's events."""
+        subscribe = self.run.subscribe
+        subscribe(self._marked, TurnEnded, RunReset, CostAdded)
+        subscribe(self._closed, RunClosed)
+        self._hear_calls()
+
+    def _hear_calls(self) -> None:
+        self._calls_heard = self.run.subscribe(
+            self._call_event, CallCompleted, CallRefused, CallInterrupted
+        )
 
     @property
     def active(self) -> bool:
-        """False once the trace could not be opened or written."""
+        """True while the trace is open and writable."""
         return self._fd is not None
 
-    def write_call(
-        self,
-        plan: Plan,
-        call: Call,
-        record: CallRecord,
-        decision: Decision,
-        result: Any,
-        error: BaseException | None,
-        stream: bool = False,
-    ) -> None:
-        """Write a completed call: its arguments, result or error, cost and timing."""
+    def _settle(self, plan: Plan) -> bool:
+        """Open the trace on the run's first call (the lock is held); False: no trace."""
+        self._settled = True
+        path = trace_path(plan, self.run)
+        if path is None:
+            unsubscribe, self._calls_heard = self._calls_heard, None
+            if unsubscribe is not None:
+                unsubscribe()  # nothing to write: the run's calls are not this recorder's business
+            return False
+        self.path = path
+        self._fd, self.target, self._torn = _open(path, self.run)
+        self._started = False
+        self._fns.clear()
+        return self._fd is not None
+
+    def _call_event(self, event: CallCompleted | CallRefused | CallInterrupted) -> None:
+        if not self._settled:
+            with self._lock:
+                if not self._settled and not self._settle(event.plan):
+                    return
         if self._fd is None:
             return
+        if type(event) is CallCompleted:
+            self.write_call(event)
+        elif type(event) is CallRefused:
+            if event.decision.detections:  # a call refused because the run was already killed
+                self.write_refused(event.plan, event.call, event.decision, None, None)
+        else:
+            assert type(event) is CallInterrupted
+            self.write_refused(event.plan, event.call, event.decision, event.start, event.chunks)
+
+    def _marked(self, event: TurnEnded | RunReset | CostAdded) -> None:
+        with self._lock:
+            if type(event) is TurnEnded:
+                self._turn = event.turn
+            elif type(event) is RunReset:
+                self._reset = event.resets
+                self._extra = 0.0  # cost added before the reset went with it
+            else:
+                assert type(event) is CostAdded
+                self._extra += event.amount
+
+    def _closed(self, event: RunClosed) -> None:
+        """The run was closed: close the file; a later call opens the trace again."""
+        with self._lock:
+            self._disable()
+            self._settled = False
+            if self._calls_heard is None:
+                self._hear_calls()
+
+    def write_call(self, event: CallCompleted) -> None:
+        """Write a completed call: its arguments, result or error, cost and timing."""
+        plan, call, record, error = event.plan, event.call, event.record, event.error
         s = plan.settings
         red = redactor(s.redact)
         values = red.secret_values(call.arguments)
@@ -218,14 +262,14 @@ class TraceRecorder:
             line["args"] = _args_value(call.arguments, s, red, values)
         if error is None:
             if s.record_results:
-                line["result"] = _result_value(result, s.trace_max_result_bytes, red, values)
+                line["result"] = _result_value(event.result, s.trace_max_result_bytes, red, values)
         else:
             line["error"] = _error_text(error, s, values)
         if error is None and record.error is not None:
             line["failed"] = True  # the result reads as an error: replay knows without the result
         if call.kind != plan.kind:
             line["kind"] = call.kind  # refined from the arguments: replay knows without them
-        if stream:
+        if event.stream:
             line["stream"] = True
         run = self.run
         line["args_fp"] = run.public_fp(call.args_fp).hex()
@@ -237,23 +281,21 @@ class TraceRecorder:
         line["ts"] = record.start
         if record.duration is not None:
             line["duration"] = record.duration
-        _add_detections(line, decision)
-        self._write(plan, line, record.cost)
+        _add_detections(line, event.decision)
+        self._write(plan, line)
 
     def write_refused(
         self,
         plan: Plan,
         call: Call,
         decision: Decision,
-        start: float | None = None,
-        chunks: list[Any] | None = None,
+        start: float | None,
+        chunks: list[Any] | None,
     ) -> None:
         """Write a call that left no record: killed, skipped, or interrupted while running.
 
         ``chunks`` are what a generator yielded before it was interrupted (or killed mid-stream).
         """
-        if self._fd is None:
-            return
         s = plan.settings
         red = redactor(s.redact)
         values = red.secret_values(call.arguments)
@@ -269,9 +311,9 @@ class TraceRecorder:
             line["interrupted"] = True
         line["ts"] = self.run.elapsed() if start is None else start
         _add_detections(line, decision)
-        self._write(plan, line, None)
+        self._write(plan, line)
 
-    def _write(self, plan: Plan, line: dict[str, Any], cost: float | None) -> None:
+    def _write(self, plan: Plan, line: dict[str, Any]) -> None:
         run = self.run
         with self._lock:
             fd = self._fd
@@ -285,26 +327,22 @@ class TraceRecorder:
                 if not self._started:
                     self._started = True
                     line["run_info"] = _run_info(run)
-                if run.resets != self._resets:
-                    self._resets = run.resets
-                    self._cost = 0.0
-                    line["reset"] = run.resets
-                if run._turn != self._turn:
-                    self._turn = run._turn
-                    line["turn"] = run._turn
+                if self._reset is not None:
+                    line["reset"] = self._reset
+                    self._reset = None
+                if self._turn is not None:
+                    line["turn"] = self._turn
+                    self._turn = None
                 fn = line["fn"]
                 if fn not in self._fns:
                     self._fns.add(fn)
                     options = code_options(plan, run)
                     if options:
                         line["guard"] = options
-                # Cost added with add_cost() outside any call reaches the run but no record.
-                spent = run._cost if store is None else store.own_cost(run)
-                expected = self._cost + (cost or 0.0)
-                if abs(spent - expected) > 1e-9 * max(1.0, abs(expected)):
-                    line["extra_cost"] = spent - expected
-                self._cost = spent
-                data = (_dumps(line) + "\n").encode("utf-8", "backslashreplace")
+                if self._extra:
+                    line["extra_cost"] = self._extra
+                    self._extra = 0.0
+                data = (dumps(line) + "\n").encode("utf-8", "backslashreplace")
                 if self._torn:
                     self._torn = False
                     data = b"\n" + data
@@ -320,7 +358,7 @@ class TraceRecorder:
                         _failing.discard(self.path)
             except OSError as exc:
                 self._disable()
-                _failed(self.path, self.target, run, exc)
+                _failed(self.path or "", self.target or "", run, exc)
             except Exception as exc:  # an encoding bug must not break the call, nor lose the trace
                 emit("error", "fuzeguard.trace_error", path=self.target, run_id=run.id,
                      error=repr(exc), message=f"a call to {line.get('fn')} could not be written "
@@ -333,11 +371,6 @@ class TraceRecorder:
                 os.close(fd)
             except OSError:
                 pass
-
-    def close(self) -> None:
-        """Close the file. Every line is already written; nothing is buffered."""
-        with self._lock:
-            self._disable()
 
 
 def _add_detections(line: dict[str, Any], decision: Decision) -> None:
@@ -432,11 +465,11 @@ def _args_value(
     cap = s.trace_max_result_bytes
     if not values and type(arguments) is dict and _small_plain(arguments, cap, red):
         return arguments  # the common case: a few short strings and numbers, written as they are
-    encoder = _Encoder(red)
+    encoder = Encoder(red)
     encoded = encoder.top(arguments)
     if encoder.size * 6 <= cap or not isinstance(encoded, dict):
-        return _scrub_tree(encoded, values)
-    return {name: _scrub_tree(_cut(value, cap), values) for name, value in encoded.items()}
+        return scrub_tree(encoded, values)
+    return {name: scrub_tree(_cut(value, cap), values) for name, value in encoded.items()}
 
 
 def _small_plain(arguments: dict[str, Any], cap: int, red: Redactor) -> bool:
@@ -462,30 +495,12 @@ def _result_value(value: Any, cap: int, red: Redactor, values: list[str]) -> Any
     if type(value) is str:
         if len(value) * 6 <= cap:
             return scrub(value, values)
-        return _scrub_tree(_cut(value, cap), values)
-    encoder = _Encoder(red)
+        return scrub_tree(_cut(value, cap), values)
+    encoder = Encoder(red)
     encoded = encoder.top(value)
     if encoder.size * 6 <= cap:
-        return _scrub_tree(encoded, values)
-    return _scrub_tree(_cut(encoded, cap), values)
-
-
-def _scrub_tree(value: Any, values: list[str], depth: int = 0) -> Any:
-    """An encoded (JSON-safe) value with every string in it scrubbed of secrets (``scrub``).
-
-    Applied after cutting, so that the work is bounded by the cap however big the value was. The
-    encoder bounds nesting; anything deeper than that here is not written at all.
-    """
-    t = type(value)
-    if t is str:
-        return scrub(value, values)
-    if depth > 4 * MAX_DEPTH:
-        return REDACTED
-    if t is list:
-        return [_scrub_tree(v, values, depth + 1) for v in value]
-    if t is dict:
-        return {k: _scrub_tree(v, values, depth + 1) for k, v in value.items()}
-    return value
+        return scrub_tree(encoded, values)
+    return scrub_tree(_cut(encoded, cap), values)
 
 
 def _cut(encoded: Any, cap: int) -> Any:
@@ -496,7 +511,7 @@ def _cut(encoded: Any, cap: int) -> Any:
             return encoded
         head = raw[:cap].decode("utf-8", "ignore")
         return {TAG: "truncated", "type": "str", "bytes": len(raw), "head": head}
-    text = _dumps(encoded)
+    text = dumps(encoded)
     size = len(text) if text.isascii() else len(text.encode("utf-8", "backslashreplace"))
     if size <= cap:
         return encoded
@@ -517,226 +532,3 @@ def _error_text(error: BaseException, s: Settings, values: list[str]) -> str:
     if len(message) > limit:
         message = message[:limit] + "…"
     return f"{name}: {scrub(message, values)}"
-
-
-# --------------------------------------------------------------------------- values
-
-
-def _qualname(tp: type) -> str:
-    return f"{getattr(tp, '__module__', '?')}.{getattr(tp, '__qualname__', tp.__name__)}"
-
-
-def encode_value(value: Any, redact: Redactor | None = None) -> Any:
-    """A JSON-safe form of ``value``: plain JSON as is, anything else tagged (never raises).
-
-    - strings, finite numbers, booleans, None, lists, and dicts with string keys: as they are;
-    - ``{"$fuze": "float", "value": "nan" | "inf" | "-inf"}``;
-    - ``{"$fuze": "tuple" | "set", "items": [...]}``;
-    - ``{"$fuze": "dict", "items": [[key, value], ...]}`` for other keys (or a ``"$fuze"`` key);
-    - ``{"$fuze": "bytes", "base64": "..."}``;
-    - ``{"$fuze": "datetime" | "date" | "time" | "decimal" | "uuid" | "path", "value": "..."}``,
-      ``{"$fuze": "timedelta", "seconds": ...}``;
-    - ``{"$fuze": "enum", "type": "mod.Class", "value": ...}``;
-    - ``{"$fuze": "object", "type": "mod.Class", "fields": {...}}`` for dataclasses, attrs
-      classes and pydantic models; ``{"$fuze": "array", "dtype": ..., "items": [...]}`` for
-      numpy arrays;
-    - ``{"$fuze": "repr", "type": "mod.Class", "repr": "..."}`` for anything else (lossy);
-    - ``{"$fuze": "cycle"}`` where a structure contains itself, ``{"$fuze": "deep"}`` past 64
-      levels.
-
-    With a ``redact`` redactor (``secrets.redactor()``), values under secret-named mapping keys
-    (at any depth) become ``"[redacted]"`` and every string is scrubbed of secret-shaped text.
-    """
-    encoded = _Encoder(redact).top(value)
-    return encoded if redact is None else _scrub_tree(encoded, [])
-
-
-class _Encoder:
-    """Walks a value once; ``size`` estimates its JSON length (characters of text, plus a few per
-    other item) so that small values need not be encoded twice to check them against the cap."""
-
-    __slots__ = ("active", "redact", "size")
-
-    def __init__(self, redact: Redactor | None) -> None:
-        self.redact = redact
-        self.active: set[int] = set()
-        self.size = 0
-
-    def top(self, value: Any) -> Any:
-        try:
-            return self.encode(value, 0)
-        except Exception:
-            return {TAG: "repr", "type": _qualname(type(value)), "repr": "<unencodable>"}
-
-    def encode(self, v: Any, depth: int) -> Any:
-        t = type(v)
-        if t is str:
-            self.size += len(v) + 3
-            return v
-        self.size += 4
-        if t is int or t is bool or v is None:
-            if t is int and (v > 10**15 or v < -(10**15)):
-                self.size += len(str(v))
-            return v
-        if t is float:
-            if math.isfinite(v):
-                return v
-            return {TAG: "float", "value": "nan" if v != v else ("inf" if v > 0 else "-inf")}
-        if depth >= MAX_DEPTH:
-            return {TAG: "deep"}
-        key = id(v)
-        if key in self.active:
-            return {TAG: "cycle"}
-        self.active.add(key)
-        try:
-            return self._container(v, t, depth + 1)
-        finally:
-            self.active.discard(key)
-
-    def _container(self, v: Any, t: type, depth: int) -> Any:
-        enc = self.encode
-        if t is list:
-            return [enc(item, depth) for item in v]
-        if t is dict or (isinstance(v, Mapping) and not _is_model(t)):
-            return self._mapping(v, depth)
-        if t is tuple:
-            return {TAG: "tuple", "items": [enc(item, depth) for item in v]}
-        if isinstance(v, (set, frozenset, Set)):
-            items = [enc(item, depth) for item in v]
-            try:
-                items.sort(key=_dumps)
-            except Exception:
-                pass
-            return {TAG: "set", "items": items}
-        if isinstance(v, (bytes, bytearray, memoryview)):
-            text = base64.b64encode(bytes(v)).decode("ascii")
-            self.size += len(text)
-            return {TAG: "bytes", "base64": text}
-        if isinstance(v, enum.Enum):
-            return {TAG: "enum", "type": _qualname(t), "value": enc(v.value, depth)}
-        if isinstance(v, str):
-            self.size += len(v)
-            return str.__str__(v)
-        if isinstance(v, bool):
-            return bool(v)
-        if isinstance(v, int) and not _is_numpy(t):
-            return int(v)
-        if isinstance(v, float) and not _is_numpy(t):
-            return enc(float(v), depth)
-        if isinstance(v, _dt.datetime):
-            return {TAG: "datetime", "value": v.isoformat()}
-        if isinstance(v, _dt.date):
-            return {TAG: "date", "value": v.isoformat()}
-        if isinstance(v, _dt.time):
-            return {TAG: "time", "value": v.isoformat()}
-        if isinstance(v, _dt.timedelta):
-            return {TAG: "timedelta", "seconds": v.total_seconds()}
-        if isinstance(v, decimal.Decimal):
-            return {TAG: "decimal", "value": str(v)}
-        if isinstance(v, uuid.UUID):
-            return {TAG: "uuid", "value": str(v)}
-        if isinstance(v, PurePath):
-            return {TAG: "path", "value": str(v)}
-        if isinstance(v, (list, tuple)):
-            return [enc(item, depth) for item in v]
-        if dataclasses.is_dataclass(v) and not isinstance(v, type):
-            fields = {f.name: getattr(v, f.name, None) for f in dataclasses.fields(v)}
-            return self._object(t, fields, depth)
-        if hasattr(t, "__attrs_attrs__"):
-            return self._object(t, {a.name: getattr(v, a.name, None) for a in t.__attrs_attrs__},
-                                depth)
-        if _is_model(t):
-            return self._object(t, v.model_dump(), depth)
-        if _is_numpy(t) and hasattr(v, "tolist"):
-            if getattr(v, "ndim", 1) == 0:
-                return enc(v.item(), depth)
-            return {TAG: "array", "dtype": str(getattr(v, "dtype", "")), "items": enc(v.tolist(), depth)}
-        try:
-            text = repr(v)
-        except Exception:
-            text = f"<{t.__name__}>"
-        self.size += len(text)
-        return {TAG: "repr", "type": _qualname(t), "repr": text}
-
-    def _mapping(self, m: Mapping[Any, Any], depth: int) -> Any:
-        redact = self.redact
-        enc = self.encode
-        if all(type(k) is str for k in m) and TAG not in m:
-            out: dict[str, Any] = {}
-            for k, val in m.items():
-                out[k] = REDACTED if redact is not None and redact.is_secret(k) else enc(val, depth)
-            return out
-        items = []
-        for k, val in m.items():
-            hidden = redact is not None and isinstance(k, str) and redact.is_secret(k)
-            items.append([enc(k, depth), REDACTED if hidden else enc(val, depth)])
-        return {TAG: "dict", "items": items}
-
-    def _object(self, t: type, fields: Mapping[str, Any], depth: int) -> Any:
-        return {TAG: "object", "type": _qualname(t), "fields": self._mapping(fields, depth)}
-
-
-def _is_model(t: type) -> bool:
-    return hasattr(t, "model_fields") and hasattr(t, "model_dump")
-
-
-def _is_numpy(t: type) -> bool:
-    return getattr(t, "__module__", "").split(".", 1)[0] == "numpy"
-
-
-def decode_value(value: Any) -> Any:
-    """Read back what ``encode_value`` wrote: tagged forms become Python values again.
-
-    ``object``, ``enum``, ``array`` and ``repr`` forms stay as their dicts (their classes may not
-    exist where the trace is read). A truncated value becomes its head: the kept prefix of a
-    string, or the kept prefix of the JSON text of anything else.
-    """
-    t = type(value)
-    if t is list:
-        return [decode_value(v) for v in value]
-    if t is not dict:
-        return value
-    tag = value.get(TAG)
-    if tag is None:
-        return {k: decode_value(v) for k, v in value.items()}
-    try:
-        if tag == "tuple":
-            return tuple(decode_value(v) for v in value["items"])
-        if tag == "set":
-            items = [decode_value(v) for v in value["items"]]
-            try:
-                return set(items)
-            except TypeError:
-                return items
-        if tag == "dict":
-            out = {}
-            for k, v in value["items"]:
-                key = decode_value(k)
-                try:
-                    out[key] = decode_value(v)
-                except TypeError:
-                    out[_dumps(k)] = decode_value(v)
-            return out
-        if tag == "float":
-            return float(value["value"])
-        if tag == "bytes":
-            return base64.b64decode(value["base64"])
-        if tag == "datetime":
-            return _dt.datetime.fromisoformat(value["value"])
-        if tag == "date":
-            return _dt.date.fromisoformat(value["value"])
-        if tag == "time":
-            return _dt.time.fromisoformat(value["value"])
-        if tag == "timedelta":
-            return _dt.timedelta(seconds=value["seconds"])
-        if tag == "decimal":
-            return decimal.Decimal(value["value"])
-        if tag == "uuid":
-            return uuid.UUID(value["value"])
-        if tag == "path":
-            return PurePath(value["value"])
-        if tag == "truncated":
-            return value["head"]
-    except (KeyError, TypeError, ValueError, decimal.InvalidOperation):
-        pass
-    return value

@@ -41,9 +41,7 @@ class Store(Protocol):
     def close(self, run: Run) -> None: ...
     def annotate(self, run: Run, line: dict[str, Any]) -> None:
         """Add what a trace line of this run needs to be merged with other processes' lines."""
-    def own_cost(self, run: Run) -> float:
-        """The cost this process's calls and ``add_cost()`` brought to the run (for traces)."""
-        ...
+
 
 
 def open_store(run: Run, url: str | None, parent: Run | str | None) -> Store:

@@ -81,8 +81,7 @@ def apply(run: Run, event: dict[str, Any]) -> None:
     elif kind == "e":
         run._end_turn()
     elif kind == "r":
-        run.resets += 1
-        run._clear()
+        run._restart()
         run._start = local_start(event["t"])
     elif kind == "p":
         run._calls += event.get("calls", 0)

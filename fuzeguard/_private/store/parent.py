@@ -107,7 +107,7 @@ class ParentStore:
     def _spend(self, amount: float) -> None:
         for parent in self.ancestors:
             with parent._lock:
-                parent._cost += amount
+                parent._spent(amount)
 
     def end_turn(self, run: Run) -> None:
         with run._lock:
@@ -128,6 +128,3 @@ class ParentStore:
 
     def annotate(self, run: Run, line: dict[str, Any]) -> None:
         pass
-
-    def own_cost(self, run: Run) -> float:
-        return run._cost

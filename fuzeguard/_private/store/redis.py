@@ -305,7 +305,6 @@ class RedisStore:
         # process, created with the run's state in Redis.
         self.fp_key = run._fp_key.hex()
         self.worker = f"{worker_id()}/{os.urandom(2).hex()}"  # this process's hold on the run
-        self.spent = 0.0  # cost this process brought since the last reset (see own_cost)
         self._scripts: dict[str, Any] = {}
 
     # ------------------------------------------------------------------ Redis round trips
@@ -367,8 +366,6 @@ class RedisStore:
         for raw in raw_events:
             event = events.parse(raw)
             events.apply(run, event)
-            if event["k"] == "r":
-                self.spent = 0.0
 
     def _commit(
         self, run: Run, event: dict[str, Any], conditional: bool, calls: int = 0, cost: float = 0.0,
@@ -620,7 +617,6 @@ class RedisStore:
 
     def complete(self, run: Run, record: CallRecord) -> None:
         with run._lock:
-            self.spent += record.cost or 0.0
             self._write(run, events.completed(self.worker, self._next(), record),
                         cost=record.cost or 0.0)
 
@@ -630,7 +626,6 @@ class RedisStore:
 
     def add_cost(self, run: Run, amount: float) -> None:
         with run._lock:
-            self.spent += amount
             self._write(run, events.simple("a", self.worker, self._next(), v=amount), cost=amount)
 
     def end_turn(self, run: Run) -> None:
@@ -653,17 +648,14 @@ class RedisStore:
                     self._down(run, exc, _Pending(event, -run._calls, -run._cost,
                                                   in_doubt=_in_doubt(exc)))
                     events.apply(run, event)
-                    self.spent = 0.0
                     return
                 if reply[0] == 1:
-                    self.spent = 0.0
                     return
             if self.outage is None:
                 self._down(run, TimeoutError(f"{MAX_CONFLICTS} commits lost to other processes"))
             assert self.outage is not None
             self.outage.pending.append(_Pending(event, -run._calls, -run._cost))
             events.apply(run, event)
-            self.spent = 0.0
 
     def refresh(self, run: Run) -> None:
         with run._lock:
@@ -687,9 +679,6 @@ class RedisStore:
         ts = line.get("ts")
         if isinstance(ts, float):
             line["at"] = events.wall_of(run) + ts
-
-    def own_cost(self, run: Run) -> float:
-        return self.spent
 
     def close(self, run: Run) -> None:
         with run._lock:

@@ -1,0 +1,86 @@
+"""How a call that ran becomes part of its run: one path for live calls and replayed lines.
+
+``complete`` judges the outcome (``Plan.judge_result`` / ``judge_error``), keeps what the layers
+need of it (``Plan.features``), builds the ``CallRecord``, books it in the run and publishes it.
+A live call passes what the function returned or raised; replay passes what the trace recorded,
+where a recorded fingerprint or ``failed`` flag stands for a result the trace left out.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from fuzeguard._private.fastinit import new_record
+from fuzeguard._private.log import emit
+from fuzeguard._private.outcome import error_text
+from fuzeguard._private.records import Call, CallRecord, Decision
+from fuzeguard._private.secrets import exception_text
+
+if TYPE_CHECKING:
+    from fuzeguard._private.plan import Plan
+    from fuzeguard._private.run import Run
+
+
+class _Unknown:
+    """The result of a call whose result is not known (a trace line without one)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "UNKNOWN"
+
+
+UNKNOWN: Any = _Unknown()
+
+
+def complete(
+    run: Run,
+    plan: Plan,
+    call: Call,
+    decision: Decision,
+    *,
+    start: float,
+    duration: float | None,
+    cost: float | None,
+    result: Any = UNKNOWN,
+    error: BaseException | None = None,
+    error_message: str | None = None,
+    result_fp: bytes | None = None,
+    failed: str | None = None,
+    stream: bool = False,
+) -> CallRecord:
+    """Record a call that ran: it returned ``result`` or raised ``error``.
+
+    ``error_message`` is the ``"Name: message"`` text of the error when it is known better than
+    the exception object tells (a trace's recorded text). ``result_fp`` and ``failed`` are what
+    a trace recorded: they win over what the result, if known, gives.
+    """
+    value: Any = None
+    if error is not None:
+        if result_fp is None:
+            result_fp = plan.judge_error(error_message or error_text(error))
+        failed = type(error).__name__
+        result = None
+    elif result is not UNKNOWN:
+        try:
+            fp, read_failed, value = plan.judge_result(result, call)
+        except Exception as exc:  # a value the judge did not expect: its outcome is unknown
+            emit("error", "fuzeguard.internal_error", fn=call.fn, phase="fingerprint",
+                 error=exception_text(exc))
+            fp, read_failed, value = None, None, result
+        if result_fp is None:
+            result_fp = fp
+        failed = failed or read_failed
+    else:
+        result = None
+    features = (
+        plan.features(call.arguments, value, error, run._feature_failed)
+        if plan.result_features or plan.call_features
+        else {}
+    )
+    record: CallRecord = new_record(
+        call.fn, call.index, call.args_fp, result_fp, failed, cost or None, start, duration,
+        features, call.kind,
+    )
+    run._completed(plan, call, decision, record, result, error, stream)
+    return record
