@@ -96,8 +96,14 @@ class Guard:
             plan = entry[1] if entry is not None and entry[0] is config else self.plan(config)
             if plan.off:
                 return None
-            arguments = plan.binder.arguments(args, kwargs)
-            call, decision = run._decide(plan, plan.fingerprint_args(arguments), arguments)
+            fast = plan.bind_and_print
+            bound = fast(args, kwargs) if fast is not None else None
+            if bound is not None:
+                arguments, args_fp = bound
+            else:
+                arguments = plan.binder.arguments(args, kwargs)
+                args_fp = plan.fingerprint_args(arguments)
+            call, decision = run._decide(plan, args_fp, arguments)
         except (ConfigError, StoreUnavailable):
             raise
         except Exception as exc:

@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from fuzeguard._private.argprint import BindAndPrint, compile_binder
 from fuzeguard._private.config import Config
 from fuzeguard._private.exceptions import ConfigError
 from fuzeguard._private.fingerprint import encode, fingerprint
@@ -95,7 +96,9 @@ class Binder:
     in; context parameters, ``ignore_args`` and a method's ``self``/``cls`` are left out.
     """
 
-    __slots__ = ("defaults", "excluded", "fast", "nparams", "positional", "signature")
+    __slots__ = (
+        "defaults", "excluded", "fast", "names", "nparams", "positional", "signature", "simple",
+    )
 
     def __init__(self, fn: Callable[..., Any], ignore: tuple[str, ...]) -> None:
         try:
@@ -116,6 +119,11 @@ class Binder:
         self.positional = tuple(p.name for p in params if p.kind in _POSITIONAL)
         self.defaults = {p.name: p.default for p in params if p.default is not _EMPTY}
         self.nparams = len(params)
+        self.names = tuple(p.name for p in params)
+        # Every parameter may be passed by position or by name: a one-pass binder can be made.
+        self.simple = self.signature is not None and all(
+            p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD for p in params
+        )
 
     def parameter_names(self) -> tuple[str, ...] | None:
         """The names arguments are bound to; ``None`` when any name may come (``**kwargs``, or a
@@ -191,6 +199,8 @@ class Plan:
     infer: bool = True
     # The guard's own ``on_detect`` hooks (the run's are on the run).
     hooks: tuple[Callable[[Detection], object], ...] = ()
+    # Binds and fingerprints the commonest calls in one pass (``argprint.py``), or None.
+    bind_and_print: BindAndPrint | None = None
 
     def kind_of(self, arguments: Mapping[str, Any]) -> str:
         """What this call does: the declared kind, or the inferred one refined by the arguments."""
@@ -304,6 +314,7 @@ def build_plan(
         default=0,
     )
     binder = Binder(fn, settings.ignore_args)
+    prefix = encode(name) + b"\x00"
     result_features, call_features = _extractors(f"guard({name})", layers)
     return Plan(
         name=name,
@@ -311,7 +322,7 @@ def build_plan(
         layers=tuple(layers),
         ladder=settings.on_loop,
         binder=binder,
-        prefix=encode(name) + b"\x00",
+        prefix=prefix,
         volatile=frozenset(k.lower() for k in (*settings.volatile_keys, *settings.volatile)),
         history_needed=needed,
         observe=settings.enabled == "observe",
@@ -323,6 +334,9 @@ def build_plan(
         kind=infer_kind(name) if settings.kind == AUTO else settings.kind,
         infer=settings.kind == AUTO and may_refine(binder.parameter_names()),
         hooks=hooks,
+        bind_and_print=(
+            compile_binder(binder.names, binder.excluded, prefix) if binder.simple else None
+        ),
     )
 
 

@@ -202,18 +202,20 @@ class TraceRecorder:
         return self._fd is not None
 
     def _settle(self, plan: Plan) -> bool:
-        """Open the trace on the run's first call (the lock is held); False: no trace."""
-        self._settled = True
+        """Open the trace on the run's first call (the lock is held); False: no trace. Other
+        threads see ``_settled`` only once the file is open."""
         path = trace_path(plan, self.run)
         if path is None:
             unsubscribe, self._calls_heard = self._calls_heard, None
             if unsubscribe is not None:
                 unsubscribe()  # nothing to write: the run's calls are not this recorder's business
+            self._settled = True
             return False
         self.path = path
         self._fd, self.target, self._torn = _open(path, self.run)
         self._started = False
         self._fns.clear()
+        self._settled = True
         return self._fd is not None
 
     def _call_event(self, event: CallCompleted | CallRefused | CallInterrupted) -> None:
