@@ -1,31 +1,21 @@
 """Runs: the unit loops are judged in, kept in a context variable.
 
-A run owns all mutable state (history, counters, escalation steps) behind one lock; layers only
-read it through the ``RunView`` methods below.
-
-A call that goes ahead is part of the run from the moment it starts: while it runs, every other
-call decided in the run sees it in the history as an *in-flight* record whose result is unknown
-(``result_fp`` None, ``features`` ``IN_FLIGHT``), so layers that count calls see concurrent calls
-(``asyncio.gather``, threads, recursion) as they see sequential ones; its final record takes its
-place when it ends. In-flight records are made lazily, when another call is decided while calls
-are running: calls made one after another never need one, and pay only for a dict entry.
+``Run`` is the user's handle: opening and closing, threads and tasks, the events it publishes,
+stats and controls. Its state and the bookkeeping that keeps it are ``RunState``'s
+(``runstate.py``).
 """
 
 from __future__ import annotations
 
 import contextvars
-import dataclasses
 import os
 import threading
 import time
-from collections import deque
-from collections.abc import Callable, Hashable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, ClassVar, ParamSpec, TypeVar
 
-from fuzeguard._private import state
 from fuzeguard._private.config import Config, discovered_config, validate_code_options
-from fuzeguard._private.core import action_for, decide, pattern_key
 from fuzeguard._private.events import (
     EVENT_TYPES,
     CallCompleted,
@@ -37,17 +27,12 @@ from fuzeguard._private.events import (
     Event,
     RunClosed,
     RunKilled,
-    RunReset,
     Subscriber,
-    TurnEnded,
 )
-from fuzeguard._private.exceptions import FuzeguardError
-from fuzeguard._private.fastinit import new_call, new_decision, new_record
 from fuzeguard._private.fingerprint import keyed
 from fuzeguard._private.hooks import callable_name
 from fuzeguard._private.log import emit
 from fuzeguard._private.records import (
-    IN_FLIGHT,
     Call,
     CallRecord,
     Decision,
@@ -55,6 +40,7 @@ from fuzeguard._private.records import (
     LimitUsage,
     RunStats,
 )
+from fuzeguard._private.runstate import _REFUSED, RunState
 from fuzeguard._private.secrets import exception_text
 from fuzeguard._private.settings import store_url
 from fuzeguard._private.sinks import attach_standard
@@ -73,9 +59,6 @@ _current: contextvars.ContextVar[tuple[Run, ...]] = contextvars.ContextVar("fuze
 _implicit: Run | None = None
 _implicit_lock = threading.Lock()
 
-MIN_HISTORY = 32
-MAX_PATTERNS = 4096
-MAX_KEPT_DETECTIONS = 100
 
 DetectHook = Callable[[Detection], object]
 
@@ -140,7 +123,7 @@ def _reset_implicit_run() -> None:
         _implicit = None
 
 
-class Run:
+class Run(RunState):
     """One agent task, request or conversation turn: the unit loops are judged in.
 
     Open one with ``fuzeguard.run()``; use it as ``with`` or ``async with``. Calls made in asyncio
@@ -153,9 +136,6 @@ class Run:
     _store: Store | None = None
     # Whether the run gets the standard subscribers (``sinks.py``): replay's runs do not.
     _standard: ClassVar[bool] = True
-    # The run's clock; None: time.monotonic. Replay's runs run on the trace's timestamps.
-    _clock: Callable[[], float] | None = None
-
     def __init__(
         self,
         name: str | None = None,
@@ -165,31 +145,20 @@ class Run:
         parent: Run | str | None = None,
         **settings: Any,
     ) -> None:
-        self.name = name
-        self.id = os.urandom(6).hex()
-        # Keys the fingerprints this run writes to traces and logs (see ``public_fp``).
-        self._fp_key = os.urandom(32)
-        self.config = _as_config(config)
+        resolved = _as_config(config)
         if settings:
-            self.config = self.config.with_values(
+            resolved = resolved.with_values(
                 validate_code_options(settings, "fuzeguard.run()", run_scope=True)
             )
+        # Keys the fingerprints this run writes to traces and logs (see ``public_fp``).
+        self._fp_key = os.urandom(32)
+        super().__init__(name, os.urandom(6).hex(), resolved)
         self.hooks: tuple[DetectHook, ...] = _as_hooks(on_detect)
         self.started_at = time.time()
-        self._lock = threading.Lock()
         # How many ``with`` blocks (in any task, thread or loop) are inside the run right now.
         self._entered = 0
-        self._capacity = MIN_HISTORY
-        # Subscribers by event type (``subscribe``), and events made while the lock was held,
-        # delivered once it is released (``_deliver``).
+        # Subscribers by event type (``subscribe``).
         self._subs: dict[type[Any], tuple[Subscriber, ...]] = {}
-        self._outbox: list[Event] = []
-        self.resets = 0
-        # Layers that raised while judging a call: failures per layer name (see ``stats()``).
-        self._layer_errors: dict[str, int] = {}
-        self._layer_failures = 0
-        self._unlogged: list[tuple[str, str, str]] = []
-        self._clear()
         url = store_url(self.config)
         if url is not None and name is None and self.config.origin_of("store") != "code":
             url = None  # a store from the file or FUZE_STORE shares named runs only
@@ -199,30 +168,6 @@ class Run:
             self._store = open_store(self, url, parent)
         if self._standard:
             attach_standard(self)
-
-    def _clear(self) -> None:
-        # Calls that went ahead and have not ended, by index: the ``Call`` until another call is
-        # decided meanwhile, then the in-flight record put in the history for it. A reset
-        # forgets them: one that ends later is recorded as a plain completed call.
-        self._running: dict[int, Call | CallRecord] = {}
-        self._unseen = 0  # how many of them are still a ``Call``
-        self._history: deque[CallRecord] = deque(maxlen=self._capacity)
-        self._by_args: dict[bytes, deque[CallRecord]] = {}
-        self._calls_by_fn: dict[str, int] = {}
-        self._attempts = 0
-        self._calls = 0
-        self._skipped = 0
-        self._errors = 0
-        self._consecutive_errors = 0
-        self._cost = 0.0
-        self._turn = 1
-        self._turn_calls = 0
-        self._start = self._now()
-        self._killed: Detection | None = None
-        self._hits: dict[Hashable, int] = {}
-        self._detections = 0
-        self._detections_by_layer: dict[str, int] = {}
-        self._kept: deque[Detection] = deque(maxlen=MAX_KEPT_DETECTIONS)
 
     # ------------------------------------------------------------------ context management
 
@@ -343,61 +288,12 @@ class Run:
         if self._store is not None:
             self._store.close(self)
 
-    # ------------------------------------------------------------------ the read-only view
-
-    @property
-    def calls(self) -> int:
-        """Calls executed so far (skipped and killed calls are not counted)."""
-        return self._calls
-
-    @property
-    def errors(self) -> int:
-        return self._errors
-
-    @property
-    def consecutive_errors(self) -> int:
-        return self._consecutive_errors
-
-    @property
-    def cost(self) -> float:
-        return self._cost
-
-    @property
-    def turn_calls(self) -> int:
-        return self._turn_calls
-
-    @property
-    def history(self) -> Sequence[CallRecord]:
-        return self._history
-
-    @property
-    def killed(self) -> Detection | None:
-        """The detection that ended the run, or None while it is alive."""
-        return self._killed
-
-    @property
-    def detections(self) -> tuple[Detection, ...]:
-        """The most recent detections (up to 100), oldest first."""
-        return tuple(self._kept)
-
-    def calls_of(self, fn: str) -> int:
-        return self._calls_by_fn.get(fn, 0)
-
-    def elapsed(self) -> float:
-        return self._now() - self._start
-
-    def _now(self) -> float:
-        clock = self._clock
-        return time.monotonic() if clock is None else clock()
-
-    def same_args(self, args_fp: bytes) -> Sequence[CallRecord]:
-        return self._by_args.get(args_fp, ())
-
     def public_fp(self, fp: bytes) -> bytes:
         """The form of a fingerprint that this run writes to traces and logs: keyed with the
         run's random secret, so that equal calls still match within the run while nothing
         outside the process can test a guess of a (redacted) value against it."""
         return keyed(fp, self._fp_key)
+
 
     # ------------------------------------------------------------------ user controls
 
@@ -464,32 +360,6 @@ class Run:
         if self._outbox:
             self._drain()
 
-    def _reset(self) -> None:
-        limit = self.config.settings_for(None)["max_resets"]
-        if self.resets >= limit:
-            raise FuzeguardError(
-                f"run {self.name or self.id} was already reset {self.resets} times, its "
-                f"max_resets = {limit}; open a new run with fuzeguard.run() instead"
-            )
-        self._restart()
-
-    def _restart(self) -> None:
-        """Start afresh (lock held): here, or a reset made by another process sharing the run."""
-        self.resets += 1
-        self._clear()
-        self._outbox.append(RunReset(self, self.resets))
-
-    def _end_turn(self) -> None:
-        """A new turn begins (lock held): here, or in another process sharing the run."""
-        self._turn += 1
-        self._turn_calls = 0
-        self._outbox.append(TurnEnded(self, self._turn))
-
-    def _spent(self, amount: float) -> None:
-        """Cost counted toward this run outside its calls by a subagent's run (lock held)."""
-        self._cost += amount
-        self._outbox.append(CostAdded(self, amount))
-
     def _add_cost(self, amount: float) -> None:
         """Cost spent outside any guarded call (``add_cost()``)."""
         if self._store is not None:
@@ -537,82 +407,6 @@ class Run:
         if decision.action == "kill" and decision.detection is not None:
             self._deliver(RunKilled(self, decision.detection))
 
-    def _layer_failed(self, layer: Any, call: Call, error: Exception) -> None:
-        """A layer raised while judging ``call`` (the run's lock is held): it is left out of this
-        decision, counted, and logged the first time it fails in this run."""
-        name = str(getattr(layer, "name", None) or type(layer).__name__)
-        self._layer_failures += 1
-        count = self._layer_errors.get(name, 0)
-        self._layer_errors[name] = count + 1
-        if count == 0:
-            self._unlogged.append((name, call.fn, exception_text(error)))
-
-    def _feature_failed(self, name: str, error: Exception) -> None:
-        """A layer's extractor raised while a call was recorded: counted and logged like a
-        failing check."""
-        with self._lock:
-            self._layer_failures += 1
-            count = self._layer_errors.get(name, 0)
-            self._layer_errors[name] = count + 1
-            if count == 0:
-                self._unlogged.append((name, "", exception_text(error)))
-        self._log_layer_failures()
-
-    def _log_layer_failures(self) -> None:
-        with self._lock:
-            failures, self._unlogged = self._unlogged, []
-        for name, fn, error in failures:
-            emit("error", "fuzeguard.layer_failed", layer=name, fn=fn, run_id=self.id,
-                 run_name=self.name, error=error,
-                 message=f"the layer {name} raised while judging a call to {fn}; it is left out of "
-                 "the decisions it fails (the other layers still judge), and its failures are "
-                 "counted in run.stats().layer_errors. This is logged once per run and layer.")
-
-    def _judge(
-        self, plan: Plan, args_fp: bytes, arguments: Any, kind: str | None = None
-    ) -> tuple[Call, Decision]:
-        """Decide about a call from the run's state as it is, changing nothing (but the history's
-        capacity); ``_count`` then books the decision. Called with the lock held."""
-        if self._killed is not None:
-            call = Call(plan.name, self._attempts + 1, args_fp, arguments)
-            return call, Decision("kill", call.index, self._killed, ())
-        if plan.history_needed > self._capacity:
-            self._grow(plan.history_needed)
-        call = new_call(
-            plan.name, self._attempts + 1, args_fp, arguments, kind or plan.kind_of(arguments)
-        )
-        if self._unseen:
-            self._show_running()
-        if not plan.layers:
-            return call, new_decision("call", call.index)
-        observe = plan.observe or state.mode_override == "observe"
-        failures = self._layer_failures
-        decision = decide(self, call, plan.layers, plan.ladder, self._hit_count,
-                          observe=observe, on_error=self._layer_failed)
-        if self._layer_failures != failures and plan.settings.fail_closed:
-            return call, _REFUSED  # a layer could not judge the call: refuse it
-        return call, decision
-
-    def _count(self, call: Call, decision: Decision) -> None:
-        """Book a decision ``_judge`` made (here or, for a shared run, in another process)."""
-        action = decision.action
-        if decision.detections:
-            self._note(decision)
-        elif action == "kill":
-            return  # refused because the run was already killed: not an attempt
-        self._attempts += 1
-        if action == "call" or action == "warn":
-            self._calls += 1
-            self._calls_by_fn[call.fn] = self._calls_by_fn.get(call.fn, 0) + 1
-            self._turn_calls += 1
-            self._running[call.index] = call  # in flight from now on
-            self._unseen += 1
-        elif action == "skip":
-            self._skipped += 1
-            self._remember_skip(call)
-        else:
-            self._killed = decision.detection
-
     def _flag(self, plan: Plan, call: Call, detection: Detection) -> Decision:
         """Act on a detection made while a call is under way (a stream that repeats itself):
         the same action choice, bookkeeping and kill as a detection made before the call."""
@@ -625,160 +419,6 @@ class Run:
         if decision.detections:
             self._announce(plan, call, decision)
         return decision
-
-    def _judge_flag(self, plan: Plan, call: Call, detection: Detection) -> Decision:
-        if self._killed is not None:
-            return Decision("kill", call.index, self._killed, ())
-        observe = plan.observe or state.mode_override == "observe"
-        action = action_for(detection, plan.ladder, self._hit_count)
-        detection = dataclasses.replace(
-            detection, run_id=self.id, call_index=call.index, action=action
-        )
-        return Decision("call" if observe else action, call.index, detection, (detection,))
-
-    def _count_flag(self, decision: Decision) -> None:
-        if not decision.detections:
-            return
-        self._note(decision)
-        if decision.action == "kill":
-            self._killed = decision.detection
-
-    def _hit_count(self, key: Hashable) -> int:
-        return self._hits.get(key, 0)
-
-    def _note(self, decision: Decision) -> None:
-        for detection in decision.detections:
-            self._detections += 1
-            by_layer = self._detections_by_layer
-            by_layer[detection.layer] = by_layer.get(detection.layer, 0) + 1
-            self._kept.append(detection)
-            if detection.kind == "loop":
-                key = pattern_key(detection)
-                hits = self._hits
-                hits[key] = hits.pop(key, 0) + 1  # re-insert: most recently seen last
-                if len(hits) > MAX_PATTERNS:
-                    del hits[next(iter(hits))]
-
-    def _remember_skip(self, call: Call) -> None:
-        """Keep a skipped call in the history, with the outcome the model already had for it.
-
-        The model repeated the pattern and the guard answered: it learned nothing new. The record
-        stands for the latest call with the same arguments (else the latest call of the same
-        function, else a call of unknown outcome): its result, error, cost and features, so that
-        every layer judges the next repeat as one more lap of the same loop. It is answered by the
-        guard again and steps the ladder, instead of the pattern fading out of the window and the
-        real tool running again. The run's counters (calls, errors, cost) are left alone: nothing
-        ran. Called with the lock held.
-        """
-        model: CallRecord | None = None
-        same = self._by_args.get(call.args_fp)
-        if same:
-            model = same[-1]
-        else:
-            for record in reversed(self._history):
-                if record.fn == call.fn:
-                    model = record
-                    break
-        record = new_record(
-            fn=call.fn,
-            index=call.index,
-            args_fp=call.args_fp,
-            result_fp=None if model is None else model.result_fp,
-            error=None if model is None else model.error,
-            cost=None if model is None else model.cost,
-            start=self._now() - self._start,
-            duration=0.0,
-            features={} if model is None or model.in_flight else model.features,
-        )
-        self._append(record)
-
-    def _grow(self, needed: int) -> None:
-        self._capacity = needed
-        self._history = deque(self._history, maxlen=needed)
-
-    def _append(self, record: CallRecord) -> None:
-        """Add ``record`` to the history and its argument index (the lock is held)."""
-        history = self._history
-        if len(history) == history.maxlen:
-            self._evict()
-        history.append(record)
-        same = self._by_args.get(record.args_fp)
-        if same is None:
-            self._by_args[record.args_fp] = same = deque()
-        same.append(record)
-
-    def _evict(self) -> None:
-        """Drop the oldest record's entry from the argument index: the full history is about to
-        push it out (the lock is held)."""
-        old = self._history[0]
-        same = self._by_args.get(old.args_fp)
-        if same is not None:
-            if same and same[0] is old:
-                same.popleft()
-            else:
-                try:
-                    same.remove(old)
-                except ValueError:
-                    pass
-            if not same:
-                del self._by_args[old.args_fp]
-
-    def _show_running(self) -> None:
-        """Put an in-flight record in the history for each running call that has none yet: a call
-        is being decided while they run (the lock is held). Its ``start`` is now, when the run
-        first needs it, rather than when it began: a difference of one call's decision."""
-        start = self._now() - self._start
-        running = self._running
-        for index, entry in running.items():
-            if type(entry) is Call:
-                record = new_record(entry.fn, index, entry.args_fp, None, None, None, start, None,
-                                    IN_FLIGHT, entry.kind)
-                running[index] = record
-                self._append(record)
-        self._unseen = 0
-
-    def _in_flight(self, index: int) -> int:
-        """Position in the history of call ``index``'s in-flight record, or -1 (the lock is held).
-
-        Searched from the end: a call usually ends before the next one starts.
-        """
-        history = self._history
-        for i in range(len(history) - 1, -1, -1):
-            record = history[i]
-            if record.index == index and record.features is IN_FLIGHT:
-                return i
-        return -1
-
-    def _replace(self, i: int, record: CallRecord | None) -> None:
-        """Put ``record`` in the place of the in-flight record at position ``i``, or drop it."""
-        history = self._history
-        old = history[i]
-        same = self._by_args.get(old.args_fp)
-        if same is not None:
-            for j in range(len(same) - 1, -1, -1):
-                if same[j] is old:
-                    if record is None:
-                        del same[j]
-                    else:
-                        same[j] = record
-                    break
-            if not same:
-                del self._by_args[old.args_fp]
-        if record is None:
-            del history[i]
-        else:
-            history[i] = record
-
-    def _ended(self, index: int) -> int:
-        """Call ``index`` is no longer running: the position of its in-flight record in the
-        history, or -1 if it has none there (the lock is held)."""
-        entry = self._running.pop(index, None)
-        if entry is None:
-            return -1
-        if type(entry) is Call:
-            self._unseen -= 1
-            return -1
-        return self._in_flight(index)
 
     def _interrupted(
         self, plan: Plan, call: Call, decision: Decision, start: float, chunks: list[Any] | None
@@ -810,49 +450,12 @@ class Run:
         with self._lock:
             self._drop(call.index)
 
-    def _drop(self, index: int) -> None:
-        """Call ``index`` ended without a record (lock held); here or in another process."""
-        i = self._ended(index)
-        if i >= 0:
-            self._replace(i, None)
-
     def _complete(self, record: CallRecord) -> None:
         if self._store is not None:
             self._store.complete(self, record)
             return
         with self._lock:
             self._book(record)
-
-    def _book(self, record: CallRecord) -> None:
-        """Book a completed call: history and counters (lock held). Here or, for a shared run,
-        when another process's call completed."""
-        running = self._running
-        entry = running.pop(record.index, None)
-        if entry is not None and type(entry) is Call:
-            # The common case: no other call was decided while this one ran. Inlined.
-            self._unseen -= 1
-            history = self._history
-            if len(history) == history.maxlen:
-                self._evict()
-            history.append(record)
-            same = self._by_args.get(record.args_fp)
-            if same is None:
-                self._by_args[record.args_fp] = deque((record,))
-            else:
-                same.append(record)
-        else:
-            i = self._in_flight(record.index) if entry is not None else -1
-            if i >= 0:
-                self._replace(i, record)
-            else:  # pushed out of the window while it ran, or the run was reset meanwhile
-                self._append(record)
-        if record.error is not None:
-            self._errors += 1
-            self._consecutive_errors += 1
-        else:
-            self._consecutive_errors = 0
-        if record.cost:
-            self._cost += record.cost
 
     def __repr__(self) -> str:
         state = "killed" if self._killed is not None else "open"
@@ -877,7 +480,6 @@ class LayerFailed(RuntimeError):
     """Raised to the guard when a layer failed and ``fail_closed`` refuses the call."""
 
 
-_REFUSED = Decision("call", 0)  # marks a call refused under fail_closed inside ``_decide``
 
 
 def _as_config(config: Any) -> Config:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from fuzeguard._private import state
 from fuzeguard._private.records import Call, CallRecord, Decision, Detection
-from fuzeguard._private.run import _REFUSED
+from fuzeguard._private.runstate import _REFUSED
 
 if TYPE_CHECKING:
     from fuzeguard._private.plan import Plan

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from fuzeguard._private.log import emit
 from fuzeguard._private.records import Call, CallRecord, Decision, Detection
-from fuzeguard._private.run import _REFUSED
+from fuzeguard._private.runstate import _REFUSED
 from fuzeguard._private.store import StoreUnavailable, codec, events
 from fuzeguard._private.store.parent import limit_decision, parent_limit
 
