@@ -31,6 +31,7 @@ class _Unknown:
 
 
 UNKNOWN: Any = _Unknown()
+_NONE: dict[str, Any] = {}  # the features of a call no layer keeps anything of (never changed)
 
 
 def complete(
@@ -38,7 +39,6 @@ def complete(
     plan: Plan,
     call: Call,
     decision: Decision,
-    *,
     start: float,
     duration: float | None,
     cost: float | None,
@@ -73,11 +73,10 @@ def complete(
         failed = failed or read_failed
     else:
         result = None
-    features = (
-        plan.features(call.arguments, value, error, run._feature_failed)
-        if plan.result_features or plan.call_features
-        else {}
-    )
+    if plan.result_features or plan.call_features:
+        features = plan.features(call.arguments, value, error, run._feature_failed)
+    else:
+        features = _NONE
     record: CallRecord = new_record(
         call.fn, call.index, call.args_fp, result_fp, failed, cost or None, start, duration,
         features, call.kind,

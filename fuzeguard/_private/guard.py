@@ -117,7 +117,7 @@ class Guard:
             return None
         action = decision.action
         if action == "call" or action == "warn":
-            return Pending(self, run, plan, call, decision)
+            return Pending(run, plan, call, decision)
         if action == "skip":
             assert decision.detection is not None
             return Skipped(_replacement(plan, decision.detection, run))
@@ -155,10 +155,9 @@ class Skipped:
 class Pending:
     """A call that goes ahead: collects its cost and records its outcome when it ends."""
 
-    __slots__ = ("box", "call", "chunks", "decision", "guard", "plan", "run", "t0", "token")
+    __slots__ = ("box", "call", "chunks", "decision", "plan", "run", "t0", "token")
 
-    def __init__(self, guard: Guard, run: Run, plan: Plan, call: Call, decision: Decision) -> None:
-        self.guard = guard
+    def __init__(self, run: Run, plan: Plan, call: Call, decision: Decision) -> None:
         self.run = run
         self.plan = plan
         self.call = call
@@ -216,14 +215,9 @@ class Pending:
         run = self.run
         t0 = self.t0
         try:
-            if error is None:
-                complete(run, plan, self.call, self.decision, start=t0 - run._start,
-                         duration=time.monotonic() - t0, cost=cost, result=result,
-                         stream=self.chunks is not None)
-            else:
-                complete(run, plan, self.call, self.decision, start=t0 - run._start,
-                         duration=time.monotonic() - t0, cost=cost, error=error,
-                         stream=self.chunks is not None)
+            complete(run, plan, self.call, self.decision, t0 - run._start,
+                     time.monotonic() - t0, cost, result, error, None, None, None,
+                     self.chunks is not None)
         except Exception as exc:
             emit("error", "fuzeguard.internal_error", fn=self.call.fn, phase="record",
                  error=exception_text(exc))

@@ -438,7 +438,11 @@ class Run(RunState):
         stream: bool,
     ) -> None:
         """Book a completed call and publish it."""
-        self._complete(record)
+        if self._store is not None:
+            self._store.complete(self, record)
+        else:
+            with self._lock:
+                self._book(record)
         if CallCompleted in self._subs or self._outbox:
             self._deliver(CallCompleted(self, plan, call, decision, record, result, error, stream))
 
@@ -449,13 +453,6 @@ class Run(RunState):
             return
         with self._lock:
             self._drop(call.index)
-
-    def _complete(self, record: CallRecord) -> None:
-        if self._store is not None:
-            self._store.complete(self, record)
-            return
-        with self._lock:
-            self._book(record)
 
     def __repr__(self) -> str:
         state = "killed" if self._killed is not None else "open"
