@@ -2,7 +2,7 @@
 config (``fuze.toml``) from the configuration schema.
 
 Every key, its type, default, bounds, documentation and origin live in code
-(``fuzeguard._private.config.schema()``, built from ``Settings`` and the built-in layers), so both
+(``fuzeguard._private.schema.schema()``, built from ``Settings`` and the built-in layers), so both
 files are written from there and never drift from it: ``tests/test_config_docs.py`` fails when the
 committed files differ from what this script writes. Re-run it after adding or changing a setting::
 
@@ -181,14 +181,14 @@ def wrap(text: str, prefix: str, width: int = 100) -> list[str]:
 
 
 def load_schema() -> Mapping[str, Any]:
-    from fuzeguard._private.config import schema
+    from fuzeguard._private.schema import schema
 
     return schema()
 
 
 def sections(specs: Mapping[str, Any]) -> dict[str, list[Any]]:
     """Keys grouped by their table, in schema order (core settings first, then each layer)."""
-    from fuzeguard._private.config import SECTIONS
+    from fuzeguard._private.schema import SECTIONS
 
     grouped: dict[str, list[Any]] = {name: [] for name in SECTIONS}
     for spec in specs.values():

@@ -12,7 +12,8 @@ from types import ModuleType
 import pytest
 
 from fuzeguard import Config
-from fuzeguard._private.config import coerce, defaults, schema
+from fuzeguard._private.schema import defaults, schema
+from fuzeguard._private.validation import coerce
 
 ROOT = Path(__file__).resolve().parent.parent
 FUZE_TOML = ROOT / "fuze.toml"

@@ -17,7 +17,7 @@ from structlog.testing import capture_logs
 import fuzeguard
 from fuzeguard import Config, ConfigError, LoopDetected
 from fuzeguard._private import cli
-from fuzeguard._private.config import schema
+from fuzeguard._private.schema import schema
 
 KEYS = [*schema(), "kill_on_loop", "unknown_key", "Window_Size"]
 SECTIONS = ["defaults", "loop_detection", "functions", "tool", "Defaults", ""]

@@ -15,7 +15,8 @@ from structlog.testing import capture_logs
 import fuzeguard
 from fuzeguard import Config, ConfigError, LoopDetected, guard
 from fuzeguard._private import cli
-from fuzeguard._private.config import MAX_INT, parse_duration, schema
+from fuzeguard._private.schema import schema
+from fuzeguard._private.validation import MAX_INT, parse_duration
 from fuzeguard.layers import BUILTIN_LAYERS
 
 

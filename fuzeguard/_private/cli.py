@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from fuzeguard._private.config import Config, schema
+from fuzeguard._private.config import Config
 from fuzeguard._private.exceptions import ConfigError
 from fuzeguard._private.replay import (
     Problem,
@@ -24,6 +24,7 @@ from fuzeguard._private.replay import (
     TraceSummary,
     trace_files,
 )
+from fuzeguard._private.schema import schema
 
 EXIT_OK = 0
 EXIT_DETECTED = 1

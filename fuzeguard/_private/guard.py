@@ -16,13 +16,14 @@ from typing import Any, TypeVar, overload
 
 from fuzeguard._private import state
 from fuzeguard._private.completion import complete
-from fuzeguard._private.config import Config, validate_code_options
+from fuzeguard._private.config import Config
 from fuzeguard._private.exceptions import ConfigError, FuzeguardError, LoopDetected, StoreUnavailable
 from fuzeguard._private.log import emit
 from fuzeguard._private.plan import Plan, build_plan, check_layer_objects
 from fuzeguard._private.records import Call, Decision, Detection
 from fuzeguard._private.run import DetectHook, Run, _as_hooks, current_run
 from fuzeguard._private.secrets import exception_text
+from fuzeguard._private.validation import validate_code_options
 from fuzeguard._private.watch import StreamWatch
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -18,7 +18,7 @@ from fuzeguard._private.records import Call, CallRecord, Detection
 
 Section = Literal["defaults", "loop_detection"]
 Scope = Literal["function", "run"]
-# Value kinds the validator knows; see config._coerce.
+# Value kinds the validator knows; see validation.coerce.
 ValueType = Literal[
     "int", "float", "bool", "str", "strs", "duration", "actions", "enabled", "path", "kind",
     "store", "any",

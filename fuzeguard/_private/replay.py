@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from fuzeguard._private.completion import UNKNOWN, complete
-from fuzeguard._private.config import Config, plain_data_key, schema, validate_code_options
+from fuzeguard._private.config import Config
 from fuzeguard._private.events import Detected, RunKilled
 from fuzeguard._private.exceptions import ConfigError, FuzeguardError
 from fuzeguard._private.kinds import KINDS
@@ -41,6 +41,8 @@ from fuzeguard._private.outcome import TEXT_ERROR
 from fuzeguard._private.plan import Plan, build_plan
 from fuzeguard._private.records import Call, Decision, Detection
 from fuzeguard._private.run import Run
+from fuzeguard._private.schema import plain_data_key, schema
+from fuzeguard._private.validation import validate_code_options
 from fuzeguard._private.values import TAG, decode_value
 from fuzeguard._private.watch import StreamWatch
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, ClassVar, ParamSpec, TypeVar
 
-from fuzeguard._private.config import Config, discovered_config, validate_code_options
+from fuzeguard._private.config import Config, discovered_config
 from fuzeguard._private.events import (
     EVENT_TYPES,
     CallCompleted,
@@ -44,6 +44,7 @@ from fuzeguard._private.runstate import _REFUSED, RunState
 from fuzeguard._private.secrets import exception_text
 from fuzeguard._private.settings import store_url
 from fuzeguard._private.sinks import attach_standard
+from fuzeguard._private.validation import validate_code_options
 
 if TYPE_CHECKING:
     from fuzeguard._private.plan import Plan

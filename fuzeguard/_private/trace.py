@@ -406,7 +406,7 @@ def _run_info(run: Run) -> dict[str, Any]:
     settings = {}
     config = run.config
     values = config.settings_for(None)
-    from fuzeguard._private.config import plain_data_key, schema
+    from fuzeguard._private.schema import plain_data_key, schema
 
     for key in schema():
         if plain_data_key(key) and config.origin_of(key) == "code" and _plain(values[key]):
@@ -422,7 +422,7 @@ def code_options(plan: Plan, run: Run) -> dict[str, Any]:
     Written on a function's first line so that replay applies them as the live guard did.
     Only plain data is written (``plain_data_key``): replay ignores keys that may hold code.
     """
-    from fuzeguard._private.config import plain_data_key
+    from fuzeguard._private.schema import plain_data_key
 
     values = run.config.settings_for(plan.name)
     out: dict[str, Any] = {}

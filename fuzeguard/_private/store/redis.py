@@ -258,8 +258,8 @@ class RedisStore:
     """A shared run's state on Redis (see the module docstring)."""
 
     def __init__(self, run: Run, url: str, parent: Run | str | None) -> None:
-        from fuzeguard._private.config import check_store_url
         from fuzeguard._private.run import Run as RunClass
+        from fuzeguard._private.validation import check_store_url
 
         try:
             check_store_url(url)
