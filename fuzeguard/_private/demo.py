@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Iterator
-from typing import Any, TextIO
+from typing import Any, Final, TextIO
 
 from fuzeguard._private.config import Config
 from fuzeguard._private.exceptions import LoopDetected
@@ -17,7 +17,7 @@ from fuzeguard._private.guard import guard
 from fuzeguard._private.records import Detection
 from fuzeguard._private.run import run
 
-LADDER = ["warn", "skip", "kill"]
+LADDER: Final = ("warn", "skip", "kill")
 
 
 def _tools(seen: list[Detection]) -> tuple[Callable[..., str], Callable[..., str]]:

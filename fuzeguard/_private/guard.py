@@ -12,7 +12,7 @@ import inspect
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
-from typing import Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from fuzeguard._private import state
 from fuzeguard._private.completion import complete
@@ -25,6 +25,11 @@ from fuzeguard._private.run import DetectHook, Run, _as_hooks, current_run
 from fuzeguard._private.secrets import exception_text
 from fuzeguard._private.validation import validate_code_options
 from fuzeguard._private.watch import StreamWatch
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from fuzeguard._private.options import GuardOptions
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -381,12 +386,12 @@ class Stream:
 
 
 @overload
-def guard(fn: F, /, **options: Any) -> F: ...
+def guard(fn: F, /, **options: Unpack[GuardOptions]) -> F: ...
 @overload
-def guard(fn: None = None, /, **options: Any) -> Callable[[F], F]: ...
+def guard(fn: None = None, /, **options: Unpack[GuardOptions]) -> Callable[[F], F]: ...
 
 
-def guard(fn: F | None = None, /, **options: Any) -> F | Callable[[F], F]:
+def guard(fn: F | None = None, /, **options: Unpack[GuardOptions]) -> F | Callable[[F], F]:
     """Guard a tool function against loops: ``@guard``, ``@guard(...)`` or ``guard(fn, ...)``.
 
     Options are keyword-only, and every fuze.toml key is one (code wins over the file)::

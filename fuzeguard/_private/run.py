@@ -47,6 +47,9 @@ from fuzeguard._private.sinks import attach_standard
 from fuzeguard._private.validation import validate_code_options
 
 if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from fuzeguard._private.options import RunOptions
     from fuzeguard._private.plan import Plan
     from fuzeguard._private.store import Store
 
@@ -144,7 +147,7 @@ class Run(RunState):
         config: Config | str | Any = None,
         on_detect: DetectHook | Iterable[DetectHook] | None = None,
         parent: Run | str | None = None,
-        **settings: Any,
+        **settings: Unpack[RunOptions],
     ) -> None:
         resolved = _as_config(config)
         if settings:
@@ -504,7 +507,7 @@ def run(
     config: Config | str | Any = None,
     on_detect: DetectHook | Iterable[DetectHook] | None = None,
     parent: Run | str | None = None,
-    **settings: Any,
+    **settings: Unpack[RunOptions],
 ) -> Run:
     """Open a run: ``with fuzeguard.run("ticket-4711") as run: ...`` (or ``async with``).
 
