@@ -380,6 +380,10 @@ def render_configuration_md(specs: Mapping[str, Any] | None = None) -> str:
     out += [
         "The same checks apply to keyword arguments in code, which raise `ConfigError` (bad values)",
         "or `TypeError` (unknown keywords) when `guard()` or `fuzeguard.run()` is called.",
+        "The keyword arguments are typed as well: mypy reports a misspelt keyword, a run-wide key",
+        "given to `guard()` or a value of the wrong type before the code runs. An `on_loop` ladder",
+        "kept in a constant needs `Final` (`LADDER: Final = (\"warn\", \"skip\", \"kill\")`) for mypy",
+        "to read its items as actions.",
         "",
         "## All keys",
         "",
