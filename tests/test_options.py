@@ -44,6 +44,20 @@ FUNCTIONS: dict[str, tuple[str, Any]] = {
     "skip_value": ("lambda detection: detection.message", lambda detection: detection.message),
     "embed": ("lambda text: [0.0, 1.0]", lambda text: [0.0, 1.0]),
 }
+# guard()'s own arguments and the aliases.
+ARGUMENTS = ('guard(tool, kill_on_loop=False)', 'guard(tool, onLoop="skip")',
+             'guard(tool, name="search", on_detect=[print])', 'guard(on_loop="warn", window_size=4)(tool)')
+# The forms of docs/custom-layers.md, names in a list, and a ladder kept in a ``Final`` constant.
+LAYERS_AND_LADDERS = ("guard(tool, layers=[Dedup(window_size=3), Cycle()])",
+                      'guard(tool, layers=["cycle", Dedup()])', "guard(tool, layers=NAMES)",
+                      "guard(tool, on_loop=LADDER)")
+# Calls with an unknown keyword, and the keyword.
+MISSPELT = {'guard(tool, on_lop="warn")': "on_lop", "guard(windw_size=4)(tool)": "windw_size",
+            "fuzeguard.run(max_cals=5)": "max_cals"}
+# Calls with an option of the other scope: the keyword, its value, and whether
+# it is given to run().
+OTHER_SCOPE = {"guard(tool, max_calls=5)": ("max_calls", 5, False),
+               'fuzeguard.run(onLoop="warn")': ("onLoop", "warn", True)}
 
 
 def scope_keys(scope: str) -> set[str]:
@@ -75,19 +89,7 @@ def lines() -> dict[str, str]:
         for bad in wrong(key):
             out[f"bad {key}"] = call(key, repr(bad))
             out[f"bad run {key}"] = f"fuzeguard.run({key}={bad!r})"
-    out["good kill_on_loop"] = "guard(tool, kill_on_loop=False)"
-    out["good onLoop"] = 'guard(tool, onLoop="skip")'
-    out["good name and hooks"] = 'guard(tool, name="search", on_detect=[print])'
-    out["good decorator"] = 'guard(on_loop="warn", window_size=4)(tool)'
-    out["good layer objects"] = "guard(tool, layers=[Dedup(window_size=3), Cycle()])"
-    out["good names and objects"] = 'guard(tool, layers=["cycle", Dedup()])'
-    out["good names in a list"] = "guard(tool, layers=NAMES)"
-    out["good ladder in a constant"] = "guard(tool, on_loop=LADDER)"
-    out["misspelt guard"] = 'guard(tool, on_lop="warn")'
-    out["misspelt decorator"] = "guard(windw_size=4)(tool)"
-    out["misspelt run"] = "fuzeguard.run(max_cals=5)"
-    out["run-wide to guard"] = "guard(tool, max_calls=5)"
-    out["guard name to run"] = 'fuzeguard.run(onLoop="warn")'
+    out.update({source: source for source in (*ARGUMENTS, *LAYERS_AND_LADDERS, *MISSPELT, *OTHER_SCOPE)})
     return out
 
 
@@ -144,35 +146,29 @@ def test_a_wrong_type_for_each_setting_is_refused_at_runtime_and_by_mypy(
 
 
 def test_the_guard_arguments_and_aliases_pass_mypy(mypy_errors: dict[str, str]) -> None:
-    named = ("good kill_on_loop", "good onLoop", "good name and hooks", "good decorator")
-    assert {n: mypy_errors[n] for n in named if n in mypy_errors} == {}
+    assert {n: mypy_errors[n] for n in ARGUMENTS if n in mypy_errors} == {}
 
 
 def test_layer_objects_names_and_ladders_in_variables_pass_mypy(mypy_errors: dict[str, str]) -> None:
-    """The forms of docs/custom-layers.md and a ladder kept in a ``Final`` constant."""
-    named = ("good layer objects", "good names and objects", "good names in a list",
-             "good ladder in a constant")
-    assert {n: mypy_errors[n] for n in named if n in mypy_errors} == {}
+    assert {n: mypy_errors[n] for n in LAYERS_AND_LADDERS if n in mypy_errors} == {}
 
 
-def test_mypy_refuses_a_misspelt_option(mypy_errors: dict[str, str]) -> None:
-    assert 'Unexpected keyword argument "on_lop"' in mypy_errors["misspelt guard"]
-    assert 'Unexpected keyword argument "windw_size"' in mypy_errors["misspelt decorator"]
-    assert 'Unexpected keyword argument "max_cals"' in mypy_errors["misspelt run"]
+@pytest.mark.parametrize("source", list(MISSPELT))
+def test_mypy_refuses_a_misspelt_option(source: str, mypy_errors: dict[str, str]) -> None:
+    assert f'Unexpected keyword argument "{MISSPELT[source]}"' in mypy_errors[source]
 
 
-def test_mypy_refuses_a_run_wide_setting_given_to_guard(mypy_errors: dict[str, str]) -> None:
-    assert 'Unexpected keyword argument "max_calls"' in mypy_errors["run-wide to guard"]
-    with pytest.raises(TypeError, match="run-wide setting"):
-        validate_code_options({"max_calls": 5}, "guard(tool)", run_scope=False)
-
-
-def test_mypy_refuses_a_guard_argument_given_to_run(mypy_errors: dict[str, str]) -> None:
-    assert 'Unexpected keyword argument "onLoop"' in mypy_errors["guard name to run"]
-    with pytest.raises(TypeError, match="unexpected keyword argument 'onLoop'"):
-        validate_code_options({"onLoop": "warn"}, "fuzeguard.run()", run_scope=True)
+@pytest.mark.parametrize("source", list(OTHER_SCOPE))
+def test_mypy_and_the_runtime_refuse_an_option_of_the_other_scope(
+    source: str, mypy_errors: dict[str, str]
+) -> None:
+    """A run-wide setting given to guard(), a guard() argument given to run()."""
+    key, value, in_run = OTHER_SCOPE[source]
+    assert f'Unexpected keyword argument "{key}"' in mypy_errors[source]
+    with pytest.raises(TypeError, match=key):
+        validate_code_options({key: value}, source, run_scope=in_run)
 
 
 def test_mypy_finds_no_error_outside_the_lines_meant_to_fail(mypy_errors: dict[str, str]) -> None:
-    meant = ("bad ", "misspelt ", "run-wide to guard", "guard name to run")
-    assert {n: e for n, e in mypy_errors.items() if not n.startswith(meant)} == {}
+    meant = {*MISSPELT, *OTHER_SCOPE}
+    assert {n: e for n, e in mypy_errors.items() if not n.startswith("bad ") and n not in meant} == {}
