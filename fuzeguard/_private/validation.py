@@ -154,7 +154,6 @@ def coerce(spec: FieldSpec, value: Any, *, from_code: bool) -> Any:
     return out
 
 
-
 STORE_SCHEMES = ("redis://", "rediss://", "unix://")
 
 
@@ -235,7 +234,6 @@ def follows(key: str) -> str | None:
         if limit == key:
             return warn
     return None
-
 
 
 def validate_code_options(options: Mapping[str, Any], where: str, *, run_scope: bool) -> dict[str, Any]:
