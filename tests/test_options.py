@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from fuzeguard import ConfigError
-from fuzeguard._private.options import GuardOptions, RunOptions
+from fuzeguard._private.options import GuardOptions, RunOptions, ToolOptions
 from fuzeguard._private.schema import ALIASES, schema
 from fuzeguard._private.validation import validate_code_options
 from tests.test_quality import ROOT, tool
@@ -117,6 +117,12 @@ def mypy_errors(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
 def test_guard_options_are_the_function_settings_and_the_guard_arguments() -> None:
     assert GuardOptions.__required_keys__ == frozenset()
     assert set(GuardOptions.__optional_keys__) == scope_keys("function") | set(ALIASES) | GUARD_ONLY
+
+
+def test_the_integrations_options_are_guard_s_but_the_name() -> None:
+    """Integrations guard each tool under its own name: every guard() option but ``name``."""
+    assert ToolOptions.__required_keys__ == frozenset()
+    assert set(ToolOptions.__optional_keys__) == set(GuardOptions.__optional_keys__) - {"name"}
 
 
 def test_run_options_are_every_setting() -> None:

@@ -73,13 +73,19 @@ class FunctionOptions(TypedDict, total=False):
     embed: str | Callable[[str], Sequence[float]] | None  # "package.module:function" or a function
 
 
-class GuardOptions(FunctionOptions, total=False):
+class ToolOptions(FunctionOptions, total=False):
+    """The options of the framework integrations, which guard each tool under its own name:
+    ``guard()``'s options but ``name``."""
+
+    on_detect: DetectHook | Iterable[DetectHook] | None
+    onLoop: Actions
+
+
+class GuardOptions(ToolOptions, total=False):
     """``guard()``'s options: the function's settings, its name, its detection hooks and the
     ``onLoop`` alias of ``on_loop``."""
 
     name: str | None
-    on_detect: DetectHook | Iterable[DetectHook] | None
-    onLoop: Actions
 
 
 class RunOptions(FunctionOptions, total=False):

@@ -10,11 +10,16 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from fuzeguard._private.exceptions import LoopDetected
 from fuzeguard._private.guard import Guard, Pending, Skipped, guard
 from fuzeguard._private.records import Detection
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from fuzeguard._private.options import ToolOptions
 
 T = TypeVar("T")
 MAX_TOOLS = 1024  # guards kept per integration; the oldest tool name is forgotten beyond that
@@ -58,7 +63,7 @@ class Outcome:
 class ToolCalls:
     """One guard per tool name, built with ``guard()``'s options (validated once, here)."""
 
-    def __init__(self, **options: Any) -> None:
+    def __init__(self, **options: Unpack[ToolOptions]) -> None:
         self._decorate = guard(**options)  # validates the options now, with guard()'s messages
         self._guards: dict[str, Guard] = {}
         self._lock = threading.Lock()

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from crewai.hooks import (
     register_after_tool_call_hook,
@@ -31,6 +31,11 @@ from fuzeguard._private.run import current_run
 from fuzeguard.integrations._calls import Outcome, ToolCalls
 from fuzeguard.integrations.mcp import stop_message
 
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from fuzeguard._private.options import ToolOptions
+
 _MAX_IN_FLIGHT = 1024
 
 
@@ -39,7 +44,7 @@ class LoopGuard:
     thresholds, ``on_detect``...), applied to each tool by its name. Don't also ``guard()`` the
     tools' functions: each call would count twice (and CrewAI's cache hides repeats from them)."""
 
-    def __init__(self, **options: Any) -> None:
+    def __init__(self, **options: Unpack[ToolOptions]) -> None:
         self.calls = ToolCalls(**options)
         self._in_flight: OrderedDict[int, tuple[Any, Outcome]] = OrderedDict()
         self._lock = threading.Lock()

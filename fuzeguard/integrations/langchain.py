@@ -14,7 +14,7 @@ Install with ``pip install 'fuzeguard[langchain]'``.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from langchain.agents.middleware import AgentMiddleware
 from langchain_core.messages import AIMessage, ToolMessage
@@ -23,6 +23,11 @@ from fuzeguard._private.exceptions import LoopDetected
 from fuzeguard._private.records import Detection
 from fuzeguard._private.run import current_run
 from fuzeguard.integrations._calls import Outcome, ToolCalls
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from fuzeguard._private.options import ToolOptions
 
 ExitBehavior = Literal["end", "error", "continue"]
 _MARK = "fuzeguard"  # key in a refused call's ToolMessage.artifact (never sent to the model)
@@ -45,7 +50,7 @@ class LoopGuardMiddleware(AgentMiddleware):
     ``exit_behavior``. Don't also ``guard()`` the tool functions: each call would count twice.
     """
 
-    def __init__(self, *, exit_behavior: ExitBehavior = "end", **options: Any) -> None:
+    def __init__(self, *, exit_behavior: ExitBehavior = "end", **options: Unpack[ToolOptions]) -> None:
         super().__init__()
         if exit_behavior not in ("end", "error", "continue"):
             raise ValueError(

@@ -32,13 +32,18 @@ import threading
 import weakref
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Hashable, Mapping
-from typing import Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from fuzeguard._private.exceptions import LoopDetected
 from fuzeguard._private.guard import guard
 from fuzeguard._private.records import Detection
 from fuzeguard._private.run import Run, make_current, restore_current
 from fuzeguard.integrations._calls import ToolCalls
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from fuzeguard._private.options import GuardOptions, ToolOptions
 
 F = TypeVar("F", bound=Callable[..., Any])
 MAX_SESSIONS = 1024  # runs kept for the most recently active sessions
@@ -69,7 +74,8 @@ class LoopGuardMiddleware:
     """
 
     def __init__(
-        self, *, session_key: Callable[[Any], Hashable] | None = None, **options: Any
+        self, *, session_key: Callable[[Any], Hashable] | None = None,
+        **options: Unpack[ToolOptions],
     ) -> None:
         self.calls = ToolCalls(**options)
         self.session_key = session_key or _default_session_key
@@ -179,12 +185,14 @@ def _tool_error(exc: LoopDetected) -> Exception:
 
 
 @overload
-def session_guard(fn: F, /, **options: Any) -> F: ...
+def session_guard(fn: F, /, **options: Unpack[GuardOptions]) -> F: ...
 @overload
-def session_guard(fn: None = None, /, **options: Any) -> Callable[[F], F]: ...
+def session_guard(fn: None = None, /, **options: Unpack[GuardOptions]) -> Callable[[F], F]: ...
 
 
-def session_guard(fn: F | None = None, /, **options: Any) -> F | Callable[[F], F]:
+def session_guard(
+    fn: F | None = None, /, **options: Unpack[GuardOptions]
+) -> F | Callable[[F], F]:
     """``guard()`` for mcp 1.x FastMCP tools, judged per client session.
 
     ``@server.tool()`` over ``@session_guard(on_loop="skip")``. Each call is judged in the run of

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import threading
 from collections import OrderedDict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agents import Agent, FunctionTool, ToolGuardrailFunctionOutput
 from agents.tool_guardrails import (
@@ -30,6 +30,11 @@ from fuzeguard._private.exceptions import LoopDetected
 from fuzeguard._private.run import current_run
 from fuzeguard.integrations._calls import Outcome, ToolCalls
 
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from fuzeguard._private.options import ToolOptions
+
 _MAX_IN_FLIGHT = 1024  # calls whose output never came (the tool raised): forgotten oldest first
 
 
@@ -40,7 +45,7 @@ class LoopGuard:
     tool by its name. Don't also ``guard()`` the tools' functions: each call would count twice.
     """
 
-    def __init__(self, **options: Any) -> None:
+    def __init__(self, **options: Unpack[ToolOptions]) -> None:
         self.calls = ToolCalls(**options)
         self._in_flight: OrderedDict[str, Outcome] = OrderedDict()
         self._lock = threading.Lock()

@@ -12,7 +12,7 @@ Install with ``pip install 'fuzeguard[pydantic-ai]'``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic_ai import RunContext
 from pydantic_ai.toolsets import AbstractToolset, WrapperToolset
@@ -21,6 +21,11 @@ from pydantic_ai.toolsets.abstract import ToolsetTool
 from fuzeguard._private.exceptions import LoopDetected
 from fuzeguard._private.run import current_run
 from fuzeguard.integrations._calls import ToolCalls
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from fuzeguard._private.options import ToolOptions
 
 
 @dataclass
@@ -43,7 +48,7 @@ class LoopGuardToolset(WrapperToolset[Any]):
         raise LoopDetected(outcome.killed, current_run().stats())
 
 
-def loop_guard(toolset: AbstractToolset[Any], **options: Any) -> LoopGuardToolset:
+def loop_guard(toolset: AbstractToolset[Any], **options: Unpack[ToolOptions]) -> LoopGuardToolset:
     """Wrap ``toolset`` so that every call of its tools is guarded. Options are those of
     ``guard()`` (``on_loop``, thresholds, ``on_detect``...), applied to each tool by its name.
     Don't also ``guard()`` the tools' functions: each call would count twice."""

@@ -17,13 +17,18 @@ Install with ``pip install 'fuzeguard[smolagents]'``.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from smolagents import Tool, tool
 
 from fuzeguard._private.exceptions import LoopDetected
 from fuzeguard._private.guard import guard
 from fuzeguard._private.run import current_run
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from fuzeguard._private.options import GuardOptions
 
 
 def stop_on_kill(step: Any, agent: Any = None) -> None:
@@ -34,7 +39,7 @@ def stop_on_kill(step: Any, agent: Any = None) -> None:
         raise LoopDetected(detection, run.stats())
 
 
-def guarded_tool(fn: Callable[..., Any], **options: Any) -> Tool:
+def guarded_tool(fn: Callable[..., Any], **options: Unpack[GuardOptions]) -> Tool:
     """``smolagents.tool(guard(fn, **options))``: a tool whose calls are guarded (the function
     needs smolagents' docstring with an ``Args:`` section, as for ``@tool``)."""
     return tool(guard(fn, **options))
