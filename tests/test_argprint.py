@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from fuzeguard import Config
 from fuzeguard._private.argprint import compile_binder
-from fuzeguard._private.fingerprint import _STREAM_FROM
+from fuzeguard._private.fingerprint import _STREAM_FROM, fingerprint
 from fuzeguard._private.plan import Binder, build_plan
 
 PLAIN = st.one_of(
@@ -101,3 +101,33 @@ def test_the_generated_source_holds_no_parameter_name() -> None:
     binder = Binder(lambda **kw: None, ())
     assert list(arguments) == ["a'); import os; os._exit(3); ('"] and len(fp) == 16
     assert binder.simple is False
+
+
+@settings(max_examples=300, deadline=None)
+@given(values=st.lists(ANY, min_size=5, max_size=5), drop=st.integers(min_value=0, max_value=5))
+def test_bound_arguments_are_fingerprinted_as_the_general_path(
+    values: list[Any], drop: int
+) -> None:
+    """The printer of bound mappings: the general fingerprint, or None (then the general path
+    is taken); a mapping with other keys is never printed."""
+    plan = build_plan(tool, "tool", Config(), {}, None)
+    assert plan.print_bound is not None
+    bound = dict(zip(NAMES, values, strict=True))
+    if drop < 5:
+        del bound[NAMES[drop]]
+    printed = plan.print_bound(bound)
+    general = fingerprint(bound, prefix=plan.prefix)
+    assert printed in (None, general)
+    if drop < 5:
+        assert printed is None
+    assert plan.fingerprint_args(bound) == general
+
+
+def test_a_call_with_a_default_or_mixed_arguments_is_fingerprinted_by_the_printer() -> None:
+    def search(query, limit=10, *, verbose=False):  # type: ignore[no-untyped-def]
+        return query
+
+    plan = build_plan(search, "search", Config(), {}, None)
+    assert plan.bind_and_print is None and plan.print_bound is not None
+    bound = plan.binder.arguments(("q",), {"verbose": True})
+    assert plan.print_bound(bound) == fingerprint(bound, prefix=plan.prefix)

@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from fuzeguard._private.argprint import BindAndPrint, compile_binder
+from fuzeguard._private.argprint import BindAndPrint, PrintBound, compile_binder, compile_printer
 from fuzeguard._private.config import Config
 from fuzeguard._private.exceptions import ConfigError
 from fuzeguard._private.fingerprint import encode, fingerprint
@@ -199,8 +199,10 @@ class Plan:
     infer: bool = True
     # The guard's own ``on_detect`` hooks (the run's are on the run).
     hooks: tuple[Callable[[Detection], object], ...] = ()
-    # Binds and fingerprints the commonest calls in one pass (``argprint.py``), or None.
+    # Binds and fingerprints the commonest calls in one pass, and fingerprints the arguments
+    # of most others once bound (``argprint.py``); None where they cannot be made.
     bind_and_print: BindAndPrint | None = None
+    print_bound: PrintBound | None = None
 
     def kind_of(self, arguments: Mapping[str, Any]) -> str:
         """What this call does: the declared kind, or the inferred one refined by the arguments."""
@@ -261,6 +263,12 @@ class Plan:
         return out
 
     def fingerprint_args(self, arguments: Mapping[str, Any]) -> bytes:
+        """The fingerprint of bound arguments, live or replayed."""
+        printer = self.print_bound
+        if printer is not None and type(arguments) is dict:
+            fp = printer(arguments)
+            if fp is not None:
+                return fp
         return fingerprint(arguments, prefix=self.prefix)
 
 
@@ -336,6 +344,10 @@ def build_plan(
         hooks=hooks,
         bind_and_print=(
             compile_binder(binder.names, binder.excluded, prefix) if binder.simple else None
+        ),
+        print_bound=(
+            compile_printer(tuple(n for n in binder.names if n not in binder.excluded), prefix)
+            if binder.fast else None
         ),
     )
 
