@@ -14,9 +14,10 @@ from fuzeguard._private import outcome
 from fuzeguard._private.fingerprint import fingerprint
 from fuzeguard._private.layer import RunView
 from fuzeguard._private.outcome import mask_text, reads_as_error, skeleton
-from fuzeguard._private.records import Call, Detection
-from fuzeguard.layers import Cycle
+from fuzeguard._private.records import IN_FLIGHT, Call, CallRecord, Detection
+from fuzeguard.layers import Cycle, Iterations
 from fuzeguard.layers._content import content_of, echo_of, observe
+from fuzeguard.layers.iterations import DEFAULT_CAP, MIN_EVIDENCE, PRODUCTIVE_SHARE, WAIVER_WINDOW
 
 
 def _mask_everything(text: str) -> str:
@@ -149,3 +150,59 @@ def test_the_cycle_layers_cheap_exit_never_hides_what_the_full_scan_finds(
     assert found > 20  # the walk does find cycles
     for cheap, full in both.pairs:
         assert cheap == full
+
+
+class _History:
+    """The parts of a run the iteration waiver reads: a history and its argument index."""
+
+    def __init__(self, records: list[CallRecord]) -> None:
+        self.history = records
+
+    def same_args(self, args_fp: bytes) -> list[CallRecord]:
+        return [r for r in self.history if r.args_fp == args_fp]
+
+
+def _productive_in_full(run: _History, fn: str) -> bool:
+    """The iteration waiver counted over every call it looks at, with no early answer."""
+    mine = [r for r in run.history[-WAIVER_WINDOW:] if r.fn == fn and not r.in_flight]
+    mine = mine[-DEFAULT_CAP:]
+    if len(mine) < MIN_EVIDENCE:
+        return bool(mine)
+    seen_args: set[bytes] = set()
+    seen_results: set[bytes] = set()
+    fresh = 0
+    for record in mine:
+        fp = record.result_fp
+        if (fp is not None and fp not in seen_results) or (
+            record.args_fp not in seen_args and record.error is None
+        ):
+            fresh += 1
+        seen_args.add(record.args_fp)
+        if fp is not None:
+            seen_results.add(fp)
+    return fresh >= PRODUCTIVE_SHARE * len(mine)
+
+
+def test_the_iteration_waivers_early_answers_match_the_full_count() -> None:
+    rng = random.Random(5)
+    layer = Iterations()
+    answers = []
+    for _ in range(3000):
+        args_pool = rng.choice([1, 2, 3, 5, 8, 40])
+        results_pool = rng.choice([1, 2, 3, 5, 8, 40])
+        records = []
+        for i in range(rng.randint(0, 90)):
+            in_flight = rng.random() < 0.03
+            records.append(CallRecord(
+                fn=rng.choice(["a", "a", "a", "b"]), index=i + 1,
+                args_fp=bytes([rng.randrange(args_pool)]),
+                result_fp=None if in_flight or rng.random() < 0.1 else bytes(
+                    [rng.randrange(results_pool)]),
+                error="ValueError" if not in_flight and rng.random() < rng.random() * 0.6 else None,
+                features=IN_FLIGHT if in_flight else {},
+            ))
+        run = _History(records)
+        full = _productive_in_full(run, "a")
+        assert layer._productive(run, "a") == full  # type: ignore[arg-type]
+        answers.append(full)
+    assert 0.1 < sum(answers) / len(answers) < 0.9  # both answers are exercised

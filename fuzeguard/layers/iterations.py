@@ -12,10 +12,11 @@ nor do calls that never complete (unbounded recursion), so the cap still stops t
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import islice
 from typing import ClassVar
 
 from fuzeguard._private.layer import LayerSettings, RunView, Section, setting
-from fuzeguard._private.records import Call, Detection
+from fuzeguard._private.records import IN_FLIGHT, Call, CallRecord, Detection
 
 #: The built-in cap, when ``max_iterations`` is not set (Fuze's default).
 DEFAULT_CAP = 25
@@ -26,6 +27,8 @@ PRODUCTIVE_SHARE = 0.5
 MIN_EVIDENCE = 4
 # The waiver looks at most this many recent calls, so memory does not grow with the run.
 WAIVER_WINDOW = 64
+# Fresh calls that make any window of the function's calls productive (more than half the cap).
+_SURELY_PRODUCTIVE = int(PRODUCTIVE_SHARE * DEFAULT_CAP) + 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,24 +103,37 @@ class Iterations(LayerSettings):
         the outer calls have not returned) is no evidence of work; a function seldom called
         lately (fewer than four) is not being hammered.
         """
-        history = run.history
-        mine = []
-        for i in range(len(history) - 1, max(0, len(history) - WAIVER_WINDOW) - 1, -1):
-            if history[i].fn == fn and not history[i].in_flight:
-                mine.append(history[i])
+        mine: list[CallRecord] = []
+        # Newest first, without indexing (a deque's index walks its blocks); in flight: no result.
+        # A call that did not fail, with arguments no other call in the history had, is fresh
+        # whatever came before it: once more than half the cap of them are found, the function
+        # is productive however many calls the full count would judge.
+        unique = 0
+        same_args = run.same_args
+        for record in islice(reversed(run.history), WAIVER_WINDOW):
+            if record.fn == fn and record.features is not IN_FLIGHT:
+                mine.append(record)
+                if record.error is None and len(same_args(record.args_fp)) == 1:
+                    unique += 1
+                    if unique >= _SURELY_PRODUCTIVE:
+                        return True
                 if len(mine) == DEFAULT_CAP:
                     break
         if len(mine) < MIN_EVIDENCE:
             return bool(mine)
+        need = PRODUCTIVE_SHARE * len(mine)
         seen_args: set[bytes] = set()
         seen_results: set[bytes] = set()
         fresh = 0
         for record in reversed(mine):
             fp = record.result_fp
-            new_result = fp is not None and fp not in seen_results
-            if new_result or (record.args_fp not in seen_args and record.error is None):
+            if (fp is not None and fp not in seen_results) or (
+                record.error is None and record.args_fp not in seen_args
+            ):
                 fresh += 1  # a new result, or new arguments that did not fail as before
+                if fresh >= need:
+                    return True  # freshness only grows: the rest cannot take it back
             seen_args.add(record.args_fp)
             if fp is not None:
                 seen_results.add(fp)
-        return fresh >= PRODUCTIVE_SHARE * len(mine)
+        return False
