@@ -15,7 +15,7 @@ from fuzeguard._private.fingerprint import fingerprint
 from fuzeguard._private.layer import RunView
 from fuzeguard._private.outcome import mask_text, reads_as_error, skeleton
 from fuzeguard._private.records import IN_FLIGHT, Call, CallRecord, Detection
-from fuzeguard.layers import Cycle, Iterations
+from fuzeguard.layers import Cycle, Iterations, Progress
 from fuzeguard.layers._content import content_of, echo_of, observe
 from fuzeguard.layers.iterations import DEFAULT_CAP, MIN_EVIDENCE, PRODUCTIVE_SHARE, WAIVER_WINDOW
 
@@ -206,3 +206,52 @@ def test_the_iteration_waivers_early_answers_match_the_full_count() -> None:
         assert layer._productive(run, "a") == full  # type: ignore[arg-type]
         answers.append(full)
     assert 0.1 < sum(answers) / len(answers) < 0.9  # both answers are exercised
+
+
+class _ProgressBothWays:
+    """Runs the progress layer's check and its full judgement on every call, keeps both."""
+
+    name = "progress_both_ways"
+
+    def __init__(self, layer: Progress) -> None:
+        self.layer = layer
+        self.history_needed = layer.history_needed
+        self.features = layer.features
+        self.pairs: list[tuple[Detection | None, Detection | None]] = []
+
+    def check(self, run: RunView, call: Call) -> None:
+        self.pairs.append((self.layer.check(run, call), self.layer._look(run.history, call)))
+
+
+def test_the_progress_layers_cheap_exit_never_hides_what_the_full_judgement_finds() -> None:
+    rng = random.Random(6)
+    both = _ProgressBothWays(Progress())
+    names = ["search_docs", "write_file", "get_status", "plan", "bash"]
+    tools: dict[str, Any] = {}
+
+    def body(arg: str) -> str:
+        if rng.random() < 0.1:  # a call made while this one runs: this one is in flight
+            tools[rng.choice(names)](rng.choice(["a", "b"]))
+        answer = rng.choice(["No results found.", "OK", "same words here", "boom", f"new {arg}"])
+        if answer == "boom":
+            raise ValueError("failed")
+        return answer
+
+    for name in names:
+        def fn(arg: str) -> str:
+            return body(arg)
+
+        fn.__name__ = fn.__qualname__ = name
+        tools[name] = guard(fn, layers=[both])
+    for _ in range(150):
+        pool = rng.sample(names, rng.randint(1, 3))
+        with fuzeguard.run("progress", config=Config()):
+            for i in range(rng.randint(5, 40)):
+                arg = rng.choice(["a", "b", "c", f"new {i}"])
+                try:
+                    tools[rng.choice(pool)](arg)
+                except ValueError:
+                    pass
+    assert sum(full is not None for _, full in both.pairs) > 20  # the full judgement does fire
+    for cheap, full in both.pairs:
+        assert cheap == full

@@ -64,9 +64,10 @@ def setting(
 class RunView(Protocol):
     """What a layer may read of a run. Nothing here may be changed by a layer.
 
-    ``history`` holds the most recent completed calls, oldest first, bounded in length.
-    ``same_args(fp)`` returns the completed calls in ``history`` with that argument fingerprint,
-    oldest first, without scanning the whole history.
+    ``history`` holds the most recent calls, oldest first, bounded in length: completed ones, and
+    calls still in flight when another call is decided meanwhile (``CallRecord.in_flight``).
+    ``same_args(fp)`` returns every call in ``history`` with that argument fingerprint (in-flight
+    ones included), oldest first, without scanning the whole history.
     """
 
     @property

@@ -183,6 +183,8 @@ def observe(
         if not words:
             return NEUTRAL
         line = _pairs(words)
+        if _echoes_none(arguments, words):
+            return (line, line)
         echo = echo_of(arguments)
         if not echo or echo.isdisjoint(words):
             return (line, line)
@@ -198,6 +200,21 @@ def observe(
     if error is not None:
         return (plain, content_of(result, error, echo))
     return (plain, _masked(plain, echo))
+
+
+def _echoes_none(arguments: Mapping[str, Any], words: list[str]) -> bool:
+    """True when none of ``words`` is in ``echo_of(arguments)``, found without splitting the
+    arguments into words: a word of a string argument is a part of it, and plain numbers, booleans
+    and ``None`` hold none. False when unsure (other arguments): ``echo_of`` decides."""
+    for value in arguments.values():
+        t = type(value)
+        if t is str:
+            for word in words:
+                if word in value:
+                    return False
+        elif not (t is int or t is float or t is bool or value is None):
+            return False
+    return True
 
 
 def _masked(units: frozenset[Any], echo: frozenset[str]) -> frozenset[Any]:

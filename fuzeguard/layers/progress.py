@@ -9,12 +9,14 @@ before them had not already brought.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from fuzeguard._private.layer import Feature, LayerSettings, RunView, setting
-from fuzeguard._private.records import Call, Detection
+from fuzeguard._private.records import Call, CallRecord, Detection
 from fuzeguard.layers._content import CONTENT, NEUTRAL, brought_nothing_new, units_of
+from fuzeguard.layers._evidence import ACKNOWLEDGING
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +72,24 @@ class Progress(LayerSettings):
 
     def check(self, run: RunView, call: Call) -> Detection | None:
         history = run.history
+        n = len(history)
+        if n < 2:
+            return None
+        # Cheap exit: work with arguments no other call in the history had, that did not fail,
+        # is new whatever it answered (``acknowledged``), so the latest call is not stale and no
+        # run of stale calls reaches the pending one: one look at the argument index (which
+        # holds every call of the history) instead of the window.
+        latest = history[n - 1]
+        if (
+            latest.error is None
+            and latest.kind in ACKNOWLEDGING
+            and len(run.same_args(latest.args_fp)) == 1
+        ):
+            return None
+        return self._look(history, call)
+
+    def _look(self, history: Sequence[CallRecord], call: Call) -> Detection | None:
+        """The full judgement (``check`` calls it when its cheap exit does not settle the call)."""
         n = len(history)
         if n < 2:
             return None
