@@ -94,6 +94,9 @@ class History:
     def append(self, record: CallRecord) -> None:
         self.history.append(record)
 
+    def same_args(self, args_fp: bytes) -> list[CallRecord]:
+        return [r for r in self.history if r.args_fp == args_fp]
+
 
 def bag_of_words_embedding(text: str) -> list[float]:
     """A small deterministic embedder: word counts hashed into 64 dimensions (crc32)."""

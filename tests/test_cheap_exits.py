@@ -123,13 +123,15 @@ def test_the_cycle_layers_cheap_exit_never_hides_what_the_full_scan_finds(
     both = _BothWays(Cycle(result_aware=result_aware))
 
     def tool(arg: str) -> str:
+        if rng.random() < 0.05:  # a call made while this one runs: this one is in flight
+            tools[rng.choice(names)](rng.choice(["a", "b"]))
         outcome_ = rng.choice(["same"] * 8 + ["other", "boom", "third"])
         if outcome_ == "boom":
             raise ValueError("failed")
         return outcome_
 
     names = ["search_docs", "write_file", "get_status", "plan"]
-    tools = {}
+    tools: dict[str, Any] = {}
     for name in names:
         def fn(arg: str) -> str:
             return tool(arg)
@@ -148,6 +150,28 @@ def test_the_cycle_layers_cheap_exit_never_hides_what_the_full_scan_finds(
                     pass
     found = sum(full is not None for _, full in both.pairs)
     assert found > 20  # the walk does find cycles
+    for cheap, full in both.pairs:
+        assert cheap == full
+
+
+@pytest.mark.parametrize("pattern", ["AB", "ABC", "AAB", "AABB", "ABAC", "AAAB"])
+def test_the_cycle_layers_cheap_exit_finds_laps_of_new_arguments_with_unchanged_answers(
+    pattern: str,
+) -> None:
+    """Every call has new arguments and every answer is the same: cycles of names only, which
+    the exit must not rule out as it rules out one function called with new arguments."""
+    both = _BothWays(Cycle())
+    tools = {}
+    for letter in set(pattern):
+        def fn(arg: str) -> str:
+            return "the same answer"
+
+        fn.__name__ = fn.__qualname__ = f"plan_{letter}"
+        tools[letter] = guard(fn, layers=[both])
+    with fuzeguard.run("names", config=Config()):
+        for i in range(12 * len(pattern)):
+            tools[pattern[i % len(pattern)]](f"new {i}")
+    assert any(full is not None for _, full in both.pairs)
     for cheap, full in both.pairs:
         assert cheap == full
 

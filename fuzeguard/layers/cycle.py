@@ -102,7 +102,18 @@ class Cycle(LayerSettings):
         n, fn = len(history), call.fn
         last = history[n - 1]
         result_aware = self.result_aware
-        for length in range(self.cycle_min_length, min(self.cycle_max_length, n - 1) + 1):
+        low, high = self.cycle_min_length, min(self.cycle_max_length, n - 1)
+        if not run.same_args(call.args_fp):
+            # Arguments no call in the history had: a lap of ``fn`` alone cannot repeat the
+            # pending call, so only laps holding another name are left, and a lap of length L
+            # holds the L - 1 calls before the pending one.
+            for k in range(high - 1):
+                if history[n - 1 - k].fn != fn:
+                    low = max(low, k + 2)
+                    break
+            else:
+                return None
+        for length in range(low, high + 1):
             back, before = history[n - length], history[n - 1 - length]
             if back.fn != fn or before.fn != last.fn:
                 continue
