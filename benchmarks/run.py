@@ -34,13 +34,19 @@ REPLAY = HERE / "replay_throughput.py"
 NOTES = """\
 ## How it is measured
 
-- **Overhead**: batches of distinct calls `search(query, limit)` (a five-word query and an int; the
-  tool returns its query, so no layer has a reason to fire, and every batch asserts none did),
-  interleaved with the same number of bare calls and of floor operations, repeated; the table
-  shows medians. *Overhead* is guarded minus bare; the *floor* is
-  `fuzeguard._private.fingerprint.fingerprint(arguments)` on the already bound arguments, the least
-  an argument-fingerprinting guard must do. The floor uses today's encoder: making the encoder
-  faster lowers the floor as much as the guarded time, so the ratio never improves by it.
+- **Overhead**: batches of distinct calls `tool(query, limit)` (a five-word query and an int),
+  each batch one run, interleaved with the same calls made bare and with floor operations,
+  repeated; the table shows medians. Three workloads with the default layers: a tool returning an
+  int, a tool returning a short string (`search`, the query reversed), and a rotation of three
+  tools returning ints (no tool repeated within three calls); every tool answers something new,
+  so no layer has a reason to fire, and every batch asserts none did. *Overhead* is guarded minus
+  bare; the *floor* is `blake3(json.dumps(arguments, sort_keys=True, separators=(",",
+  ":")).encode()).digest()` of the same arguments, the least an argument-fingerprinting guard
+  must do (fuzeguard's own `fingerprint()` of them is shown beside it). A batch calls each tool
+  thousands of times, far more than a task calls one function, so these rows set
+  `max_iterations` high and the iteration layer only checks its count; the rotation is also shown
+  with the built-in cap, where every call past a function's 25th judges whether its recent calls
+  were productive.
 - **Growth**: each call around call 100 and around call 100,000 of one run is timed on its own;
   medians over several runs. Memory is the resident set size after a warm-up of 10% of the calls
   and after the last one, arguments made on the fly.
@@ -151,8 +157,8 @@ floor itself, {t["floor"] * 1e6:.2f} µs here), fingerprint the result (result-a
 bind the arguments, build the frozen `Call`, `Decision` and `CallRecord` that layers, hooks and
 traces receive, take the run's lock twice (before and after the call, never across it) and set
 the `add_cost()` context. With no layer at all that core costs {core * 1e6:.2f} µs,
-{core / t["floor"]:.1f}x the floor; the default layers add {layers * 1e6:.2f} µs more (their own
-costs: `python benchmarks/layer_costs.py`, where present). Tried and kept: the faster encoder,
+{core / t["floor"]:.1f}x the floor; on the int tool the default layers add {layers * 1e6:.2f} µs
+more (their own costs: `python benchmarks/layer_costs.py`, where present). Tried and kept: the faster encoder,
 records built without per-field `object.__setattr__`, no per-call config lookups, no list for quiet
 decisions. What is left is spread over some twenty Python-level calls per guarded call; going
 below 2x would take a compiled core, or dropping per-call records, which layers and traces rely
