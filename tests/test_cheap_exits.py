@@ -17,6 +17,7 @@ from fuzeguard._private.outcome import mask_text, reads_as_error, skeleton
 from fuzeguard._private.records import IN_FLIGHT, Call, CallRecord, Detection
 from fuzeguard.layers import Cycle, Iterations, Progress
 from fuzeguard.layers._content import content_of, echo_of, observe
+from fuzeguard.layers._similarity import Chant, ChantScanner
 from fuzeguard.layers.iterations import DEFAULT_CAP, MIN_EVIDENCE, PRODUCTIVE_SHARE, WAIVER_WINDOW
 
 
@@ -279,3 +280,33 @@ def test_the_progress_layers_cheap_exit_never_hides_what_the_full_judgement_find
     assert sum(full is not None for _, full in both.pairs) > 20  # the full judgement does fire
     for cheap, full in both.pairs:
         assert cheap == full
+
+
+class _RegexChantScanner(ChantScanner):
+    """The chanting scanner splitting passages with the regex it was written with."""
+
+    __slots__ = ()
+
+    def feed(self, piece: str) -> Chant | None:
+        self._total += len(piece)
+        pieces = re.split(r"[.!?\n]+", self._pending + piece)
+        self._pending = pieces.pop()[-2000:]
+        for passage in pieces:
+            self._count(passage)
+        return self.finding()
+
+
+def test_the_chanting_scanner_counts_the_passages_a_regex_split_gives() -> None:
+    rng = random.Random(7)
+    passages = ["the same passage comes back again", "another line of the output here", "ok",
+                "", " ", "x" * 30]
+    ends = [".", "!", "?", "\n", "..", ".\n", "?!", " "]
+    for _ in range(500):
+        text = "".join(rng.choice(passages) + rng.choice(ends) for _ in range(rng.randint(0, 40)))
+        cuts = sorted(rng.sample(range(len(text) + 1), min(len(text) + 1, rng.randint(0, 6))))
+        chunks = [text[a:b] for a, b in zip([0, *cuts], [*cuts, len(text)], strict=True)]
+        fast, slow = ChantScanner(), _RegexChantScanner()
+        for chunk in chunks:
+            assert fast.feed(chunk) == slow.feed(chunk), text
+        assert fast.close() == slow.close(), text
+        assert fast._counts == slow._counts
