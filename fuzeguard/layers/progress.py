@@ -9,14 +9,15 @@ before them had not already brought.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any, ClassVar
 
 from fuzeguard._private.layer import Feature, LayerSettings, RunView, setting
 from fuzeguard._private.records import Call, CallRecord, Detection
 from fuzeguard.layers._content import CONTENT, NEUTRAL, brought_nothing_new, units_of
-from fuzeguard.layers._evidence import ACKNOWLEDGING
+from fuzeguard.layers._evidence import ACKNOWLEDGING, INFORMING
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +86,10 @@ class Progress(LayerSettings):
             and latest.kind in ACKNOWLEDGING
             and len(run.same_args(latest.args_fp)) == 1
         ):
+            return None
+        if latest.kind == "poll" or latest.result_fp is None:
+            return None  # no evidence either way: not stale (``_stale``, ``brought_nothing_new``)
+        if _news(latest, islice(reversed(history), 1, 2 * self.progress_window + 1)):
             return None
         return self._look(history, call)
 
@@ -155,3 +160,25 @@ class Progress(LayerSettings):
             pattern=frozenset(r.result_fp for r in window),
             message=message,
         )
+
+
+def _news(record: CallRecord, earlier: Iterable[CallRecord]) -> bool:
+    """True when ``record`` surely brought something new against ``earlier`` (``_stale`` would
+    say it is not stale): its outcome is known, none of ``earlier`` has its result fingerprint,
+    and one of its content units is in none of theirs. False when unsure: the full judgement
+    decides. One pass, one unit, no list: the common case of a result that is new at once."""
+    content = units_of(record, CONTENT.key)
+    if type(content) is not frozenset or not content:
+        return content is NEUTRAL
+    fp = record.result_fp
+    unit = next(iter(content))
+    for other in earlier:
+        if other.result_fp == fp:
+            return False
+        units = other.features.get(CONTENT.key, NEUTRAL)
+        if type(units) is tuple:
+            units = units[1] if other.kind in INFORMING else units[0]
+        if type(units) is frozenset and unit in units:
+            return False
+    return True
+
