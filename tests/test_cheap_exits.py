@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -97,6 +98,18 @@ def test_a_texts_content_is_its_units_as_they_are_and_with_the_echoed_words_mask
         assert observe(arguments, text, None) == expected, text
 
 
+def _tools(names: list[str], body: Callable[[str], Any], layer: object) -> dict[str, Any]:
+    """A guarded tool of each name, each running ``body``, judged by ``layer`` alone."""
+    tools = {}
+    for name in names:
+        def fn(arg: str) -> Any:
+            return body(arg)
+
+        fn.__name__ = fn.__qualname__ = name
+        tools[name] = guard(fn, layers=[layer])
+    return tools
+
+
 class _BothWays:
     """Runs the cycle layer's check and its full scan on every call and keeps both answers."""
 
@@ -132,13 +145,7 @@ def test_the_cycle_layers_cheap_exit_never_hides_what_the_full_scan_finds(
         return outcome_
 
     names = ["search_docs", "write_file", "get_status", "plan"]
-    tools: dict[str, Any] = {}
-    for name in names:
-        def fn(arg: str) -> str:
-            return tool(arg)
-
-        fn.__name__ = fn.__qualname__ = name
-        tools[name] = guard(fn, layers=[both])
+    tools = _tools(names, tool, both)
     for _ in range(200):
         pool = rng.sample(names, rng.randint(1, 3))
         with fuzeguard.run("cycles", config=Config()):
@@ -162,16 +169,10 @@ def test_the_cycle_layers_cheap_exit_finds_laps_of_new_arguments_with_unchanged_
     """Every call has new arguments and every answer is the same: cycles of names only, which
     the exit must not rule out as it rules out one function called with new arguments."""
     both = _BothWays(Cycle())
-    tools = {}
-    for letter in set(pattern):
-        def fn(arg: str) -> str:
-            return "the same answer"
-
-        fn.__name__ = fn.__qualname__ = f"plan_{letter}"
-        tools[letter] = guard(fn, layers=[both])
+    tools = _tools([f"plan_{letter}" for letter in set(pattern)], lambda arg: "the same answer", both)
     with fuzeguard.run("names", config=Config()):
         for i in range(12 * len(pattern)):
-            tools[pattern[i % len(pattern)]](f"new {i}")
+            tools[f"plan_{pattern[i % len(pattern)]}"](f"new {i}")
     assert any(full is not None for _, full in both.pairs)
     for cheap, full in both.pairs:
         assert cheap == full
@@ -252,7 +253,6 @@ def test_the_progress_layers_cheap_exit_never_hides_what_the_full_judgement_find
     rng = random.Random(6)
     both = _ProgressBothWays(Progress())
     names = ["search_docs", "write_file", "get_status", "plan", "bash"]
-    tools: dict[str, Any] = {}
 
     def body(arg: str) -> str:
         if rng.random() < 0.1:  # a call made while this one runs: this one is in flight
@@ -262,12 +262,7 @@ def test_the_progress_layers_cheap_exit_never_hides_what_the_full_judgement_find
             raise ValueError("failed")
         return answer
 
-    for name in names:
-        def fn(arg: str) -> str:
-            return body(arg)
-
-        fn.__name__ = fn.__qualname__ = name
-        tools[name] = guard(fn, layers=[both])
+    tools = _tools(names, body, both)
     for _ in range(150):
         pool = rng.sample(names, rng.randint(1, 3))
         with fuzeguard.run("progress", config=Config()):
