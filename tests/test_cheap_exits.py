@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import heapq
 import random
 import re
+import zlib
 from collections.abc import Callable
 from typing import Any
 
@@ -18,7 +20,7 @@ from fuzeguard._private.outcome import mask_text, reads_as_error, skeleton
 from fuzeguard._private.records import IN_FLIGHT, Call, CallRecord, Detection
 from fuzeguard.layers import Cycle, Iterations, Progress
 from fuzeguard.layers._content import content_of, echo_of, observe
-from fuzeguard.layers._similarity import Chant, ChantScanner
+from fuzeguard.layers._similarity import SKETCH_SIZE, Chant, ChantScanner, sketch
 from fuzeguard.layers.iterations import DEFAULT_CAP, MIN_EVIDENCE, PRODUCTIVE_SHARE, WAIVER_WINDOW
 
 
@@ -305,3 +307,24 @@ def test_the_chanting_scanner_counts_the_passages_a_regex_split_gives() -> None:
             assert fast.feed(chunk) == slow.feed(chunk), text
         assert fast.close() == slow.close(), text
         assert fast._counts == slow._counts
+
+
+def _sketch_of_every_shingle(text: str) -> frozenset[int]:
+    """The bottom-k sketch taken over the whole set of shingle hashes."""
+    words = list(map(zlib.crc32, text.lower().encode("utf-8", "surrogatepass").split()))
+    shingles = (
+        {hash(tuple(words))} if len(words) < 3
+        else set(map(hash, zip(words, words[1:], words[2:], strict=False)))
+    )
+    return frozenset(heapq.nsmallest(SKETCH_SIZE, shingles))
+
+
+def test_a_sketch_taken_from_the_smallest_hashes_is_the_sketch_of_every_shingle() -> None:
+    rng = random.Random(8)
+    vocabulary = [_texts(seed=9, count=1)[0], "word", "other", "third", "x", "\u00e9t\u00e9", "42"]
+    for _ in range(400):
+        size = rng.choice([0, 1, 2, 3, 10, 100, 130, 600, 3000, 20000])
+        kinds = rng.randint(1, 400)  # few kinds of words: a repetitive text, few distinct shingles
+        pool = [rng.choice(vocabulary) + str(rng.randrange(kinds)) for _ in range(kinds)]
+        text = " ".join(rng.choice(pool) for _ in range(size))
+        assert sketch(text) == _sketch_of_every_shingle(text), (size, kinds)

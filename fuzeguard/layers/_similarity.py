@@ -122,11 +122,17 @@ def sketch(text: str) -> frozenset[int]:
     """
     # whitespace words: a third of the cost of a regex
     words = list(map(zlib.crc32, text.lower().encode("utf-8", "surrogatepass").split()))
-    shingles = (
-        {hash(tuple(words))} if len(words) < 3
-        else set(map(hash, zip(words, words[1:], words[2:], strict=False)))
-    )
-    return frozenset(heapq.nsmallest(SKETCH_SIZE, shingles))
+    if len(words) < 3:
+        return frozenset({hash(tuple(words))})
+    hashes = list(map(hash, zip(words, words[1:], words[2:], strict=False)))
+    # Shingle hashes spread evenly over the 64-bit range: about 4 * SKETCH_SIZE of them fall
+    # below ``bound``. When at least SKETCH_SIZE distinct ones do, the smallest are among them,
+    # so the whole set need not be built (a repetitive text may have fewer: then it is).
+    bound = -(1 << 63) + ((4 * SKETCH_SIZE) << 64) // len(hashes)
+    below = set(filter(bound.__gt__, hashes))
+    return frozenset(heapq.nsmallest(
+        SKETCH_SIZE, below if len(below) >= SKETCH_SIZE else set(hashes)
+    ))
 
 
 def sketch_similarity(a: frozenset[int], b: frozenset[int]) -> float:
