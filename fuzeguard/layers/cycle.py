@@ -103,11 +103,12 @@ class Cycle(LayerSettings):
         last = history[n - 1]
         result_aware = self.result_aware
         low, high = self.cycle_min_length, min(self.cycle_max_length, n - 1)
-        if not run.same_args(call.args_fp):
+        if last.fn == fn and not run.same_args(call.args_fp):
             # Arguments no call in the history had: a lap of ``fn`` alone cannot repeat the
             # pending call, so only laps holding another name are left, and a lap of length L
-            # holds the L - 1 calls before the pending one.
-            for k in range(high - 1):
+            # holds the L - 1 calls before the pending one. (When the last call is of another
+            # name, every lap holds two names already: nothing to rule out.)
+            for k in range(1, high - 1):
                 if history[n - 1 - k].fn != fn:
                     low = max(low, k + 2)
                     break
