@@ -159,15 +159,17 @@ def overhead_note(t: dict[str, float]) -> str:
     core = t["core"] - t["bare"]
     layers = t["default"] - t["core"]
     return f"""\
-What stands in the way of the overhead target: a guarded call must fingerprint the arguments (the
-floor itself, {t["floor"] * 1e6:.2f} µs here), fingerprint the result (result-aware layers need it),
-bind the arguments, build the frozen `Call`, `Decision` and `CallRecord` that layers, hooks and
-traces receive, take the run's lock twice (before and after the call, never across it) and set
-the `add_cost()` context. With no layer at all that core costs {core * 1e6:.2f} µs,
-{core / t["floor"]:.1f}x the floor; on the int tool the default layers add {layers * 1e6:.2f} µs
-more (their own costs: `python benchmarks/layer_costs.py`, where present). Tried and kept: the faster encoder,
-records built without per-field `object.__setattr__`, no per-call config lookups, no list for quiet
-decisions. What is left is spread over some twenty Python-level calls per guarded call."""
+What stands in the way of the overhead target. With no layer at all, the core costs
+{core * 1e6:.2f} µs, {core / t["floor"]:.1f}x the floor by itself: it binds and fingerprints
+the arguments (in one pass, with a binder generated per function; its encoding and hash cost less
+than the floor's, see the row above), fingerprints the result, builds the frozen `Call`,
+`Decision` and `CallRecord` that layers, events and traces receive, takes the run's lock twice
+(before and after the call, never across it) and sets the `add_cost()` context. On the int tool
+the default layers add {layers * 1e6:.2f} µs more (their own costs:
+`python benchmarks/layer_costs.py`); each has a cheap exit that settles an unremarkable call with
+one or two look-ups. A text result costs more again: it is masked for volatile tokens and
+split into content units, so that the layers judge it by meaning. What is left is spread over some
+twenty Python-level calls per guarded call."""
 
 
 def main(argv: list[str] | None = None) -> int:
