@@ -179,3 +179,15 @@ def test_cycle_settings_are_validated() -> None:
         Config.from_dict({"loop_detection": {"cycle_repeats": 4, "cycle_warn_repeats": 5}})
     with pytest.raises(ConfigError, match="cycle_min_length"):
         Config.from_dict({"loop_detection": {"cycle_min_length": 5, "cycle_max_length": 3}})
+
+
+def test_a_waiting_cycle_is_warned_at_its_tenth_lap_whatever_the_early_warning_setting() -> None:
+    """A cycle that waits on a poll is warned when lap 10 completes, even with the ordinary
+    early warning set later than that (the layer's quick look must not rule it out first)."""
+    steps = []
+    for _ in range(12):
+        steps.append(Step("get_job_status", {"job": "build-7"}, "running"))
+        steps.append(Step("read_log", {"path": "build.log"}, "compiling..."))
+    played = play(steps, layers=["cycle"], cycle_warn_repeats=12, cycle_repeats=15,
+                  max_iterations=100)
+    assert played.at("cycle", "warning") == [20]

@@ -91,7 +91,9 @@ class Cycle(LayerSettings):
     def check(self, run: RunView, call: Call) -> Detection | None:
         history = run.history
         warn = self.cycle_warn_repeats
-        fewest = warn if warn else self.cycle_repeats + 1
+        # The fewest laps any detection needs: a cycle that waits is warned at lap 10 whatever
+        # the ordinary early warning is.
+        fewest = min(warn if warn else self.cycle_repeats + 1, WAIT_WARN_LAPS)
         if len(history) + 1 < self.cycle_min_length * fewest:
             return None
         # Cheap exit for the common case: a cycle of length L needs the pending call to repeat
