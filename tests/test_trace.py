@@ -428,3 +428,27 @@ def test_a_sigkilled_recording_process_leaves_a_trace_whose_every_line_parses(
     assert len(lines) > 100
     numbers = [json.loads(line)["args"]["n"] for line in lines]
     assert numbers == list(range(len(lines)))
+
+
+def test_a_parent_s_trace_carries_what_its_subagents_spent_and_replays_to_the_same_kill(
+    tmp_path: Path,
+) -> None:
+    """Cost a subagent's run counts toward its parent reaches the parent's trace as extra_cost
+    (a ``CostAdded`` event), so replaying the parent's trace alone stops where live did."""
+    from fuzeguard._private.replay import replay
+
+    paid = guard(lambda item: item, name="paid", cost=0.6)
+    own = guard(lambda item: item, name="own")
+    trace = tmp_path / "parent.jsonl"
+    with fuzeguard.run("parent", config=Config(), max_cost=1.0, trace=str(trace)) as parent:
+        own("first")
+        with fuzeguard.run("child", config=Config(), parent=parent):
+            paid("a")
+            paid("b")
+        with pytest.raises(LoopDetected) as live:
+            own("second")
+    lines = [json.loads(line) for line in trace.read_text().splitlines()]
+    assert [line.get("extra_cost") for line in lines] == [None, pytest.approx(1.2)]
+    [summary] = replay([str(trace)], Config())
+    assert [(k.call, k.detection.layer) for k in summary.kills] == [(2, "limits")]
+    assert live.value.detection.layer == "limits"
