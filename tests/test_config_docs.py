@@ -49,6 +49,12 @@ def test_example_fuze_toml_is_what_the_generator_writes(gen: ModuleType) -> None
     assert FUZE_TOML.read_text(encoding="utf-8") == gen.render_fuze_toml(), REGENERATE
 
 
+def test_the_typed_options_are_what_the_generator_writes(gen: ModuleType) -> None:
+    """guard()'s and run()'s typed keyword options list every setting with its annotation."""
+    options = ROOT / "fuzeguard" / "_private" / "options.py"
+    assert options.read_text(encoding="utf-8") == gen.render_options_py(), REGENERATE
+
+
 def test_generator_check_mode_passes_on_the_committed_files(gen: ModuleType) -> None:
     assert gen.main(["--check"]) == 0, REGENERATE
 
