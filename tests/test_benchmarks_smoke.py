@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from fuzeguard.layers import BUILTIN_LAYERS
+
 ROOT = Path(__file__).resolve().parent.parent
 BENCHMARKS = ROOT / "benchmarks"
 SECTIONS = ("0. verdicts", "1. overhead", "2. growth", "3. big inputs", "4. concurrency",
@@ -42,6 +44,15 @@ def test_quick_suite_writes_the_report_with_machine_and_every_section(tmp_path: 
     exactness = [row for row in rows if len(row) == 5 and row[3] in EXACTNESS_TARGETS]
     assert exactness, "the report has no count or verdict checks"
     assert all(row[4].startswith("yes") for row in exactness), exactness
+
+
+def test_the_per_layer_costs_run_for_every_layer() -> None:
+    """``benchmarks/layer_costs.py --quick`` (the figures of docs/layers.md) runs to the end."""
+    done = subprocess.run([sys.executable, str(BENCHMARKS / "layer_costs.py"), "--quick"],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    measured = [line.split()[0] for line in done.stdout.splitlines()[1:]]
+    assert measured == list(BUILTIN_LAYERS)
 
 
 def test_verdict_check_fails_when_a_fingerprint_changes(
