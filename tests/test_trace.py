@@ -452,3 +452,13 @@ def test_a_parent_s_trace_carries_what_its_subagents_spent_and_replays_to_the_sa
     [summary] = replay([str(trace)], Config())
     assert [(k.call, k.detection.layer) for k in summary.kills] == [(2, "limits")]
     assert live.value.detection.layer == "limits"
+
+
+def test_a_reset_before_the_first_call_is_marked_on_the_first_line(tmp_path: Path) -> None:
+    tool = guard(lambda item: item, name="tool")
+    trace = tmp_path / "t.jsonl"
+    with fuzeguard.run(config=Config(), trace=str(trace)) as run:
+        run.reset()
+        tool(1)
+    [line] = [json.loads(text) for text in trace.read_text().splitlines()]
+    assert line["reset"] == 1
