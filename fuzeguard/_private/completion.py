@@ -44,10 +44,11 @@ def complete(
     cost: float | None,
     result: Any = UNKNOWN,
     error: BaseException | None = None,
+    stream: bool = False,
+    *,
     error_message: str | None = None,
     result_fp: bytes | None = None,
     failed: str | None = None,
-    stream: bool = False,
 ) -> CallRecord:
     """Record a call that ran: it returned ``result`` or raised ``error``.
 

@@ -222,8 +222,7 @@ class Pending:
         t0 = self.t0
         try:
             complete(run, plan, self.call, self.decision, t0 - run._start,
-                     time.monotonic() - t0, cost, result, error, None, None, None,
-                     self.chunks is not None)
+                     time.monotonic() - t0, cost, result, error, self.chunks is not None)
         except Exception as exc:
             emit("error", "fuzeguard.internal_error", fn=self.call.fn, phase="record",
                  error=exception_text(exc))
