@@ -153,6 +153,25 @@ def test_reset_in_one_process_clears_the_run_in_all(redis_server: RedisServer) -
         assert b.stats().calls == 1
 
 
+def test_a_reset_and_a_turn_made_in_another_process_reach_this_one_s_subscribers(
+    redis_server: RedisServer,
+) -> None:
+    """They are booked while the run's lock is held, and delivered with this process's next
+    event (docs/concepts.md, "Run events")."""
+    from fuzeguard.events import RunReset, TurnEnded
+
+    with shared(redis_server, "heard") as a:
+        b = shared(redis_server, "heard")
+        heard: list[object] = []
+        a.subscribe(heard.append, RunReset, TurnEnded)
+        a.bind(fetch)(1)
+        b.end_turn()
+        b.reset()
+        assert heard == []
+        a.bind(fetch)(2)
+    assert [type(e).__name__ for e in heard] == ["TurnEnded", "RunReset"]
+
+
 def test_max_resets_counts_resets_made_in_every_process(redis_server: RedisServer) -> None:
     with shared(redis_server, "max-resets", max_resets=1) as a:
         b = shared(redis_server, "max-resets", max_resets=1)

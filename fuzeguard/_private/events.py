@@ -141,17 +141,3 @@ EVENT_TYPES: tuple[type[Any], ...] = (
     RunReset, CostAdded, RunClosed,
 )
 Subscriber = Callable[[Any], object]
-
-__all__ = [
-    "CallCompleted",
-    "CallInterrupted",
-    "CallRefused",
-    "CallStarted",
-    "CostAdded",
-    "Detected",
-    "Event",
-    "RunClosed",
-    "RunKilled",
-    "RunReset",
-    "TurnEnded",
-]
