@@ -98,7 +98,7 @@ class Semantic(LayerSettings):
             return None
 
     def watch(self, call: Call) -> ChantWatch:
-        """A watcher for the chunks of a guarded generator (see ``Stream``): text chunks go to a
+        """A watcher for the chunks of a guarded generator (see ``watch.StreamWatch``): text chunks go to a
         bounded chanting scanner, nothing else is kept."""
         return ChantWatch(call.fn, self.similarity_threshold)
 
