@@ -14,6 +14,7 @@ from fuzeguard._private.exceptions import (
     StoreUnavailable,
 )
 from fuzeguard._private.guard import add_cost, guard
+from fuzeguard._private.public import name_classes as _name_classes
 from fuzeguard._private.records import Call, CallRecord, Decision, Detection, LimitUsage, RunStats
 from fuzeguard._private.run import Run, current_run, run
 
@@ -49,11 +50,5 @@ __all__ = [
     "run",
 ]
 
-# Tracebacks and reprs name the module users import from (``fuzeguard.LoopDetected``), not the
-# private one a class is defined in, as httpx does. Functions keep theirs: their tracebacks show
-# the file, and their __module__ is what introspection and pickling expect.
-for _name in __all__:
-    _obj = globals()[_name]
-    if isinstance(_obj, type):
-        _obj.__module__ = "fuzeguard"
-del _name, _obj
+# Tracebacks and reprs name this module, not the private one a class is defined in.
+_name_classes(__name__, globals(), __all__)

@@ -20,6 +20,7 @@ from fuzeguard._private.events import (
     RunReset,
     TurnEnded,
 )
+from fuzeguard._private.public import name_classes as _name_classes
 
 __all__ = [
     "CallCompleted",
@@ -35,8 +36,5 @@ __all__ = [
     "TurnEnded",
 ]
 
-for _name in __all__:
-    _obj = globals()[_name]
-    if isinstance(_obj, type):
-        _obj.__module__ = "fuzeguard.events"
-del _name, _obj
+# Tracebacks and reprs name this module, not the private one a class is defined in.
+_name_classes(__name__, globals(), __all__)

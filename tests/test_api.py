@@ -112,3 +112,10 @@ def test_a_traceback_names_the_public_exception() -> None:
 def test_public_records_pickle_through_their_public_module() -> None:
     detection = fuzeguard.Detection(layer="dedup", fn="search", message="Stop.")
     assert pickle.loads(pickle.dumps(detection)) == detection
+
+
+def test_run_events_are_named_after_the_module_they_are_imported_from() -> None:
+    import fuzeguard.events
+
+    classes = [getattr(fuzeguard.events, n) for n in fuzeguard.events.__all__]
+    assert {c.__module__ for c in classes if isinstance(c, type)} == {"fuzeguard.events"}

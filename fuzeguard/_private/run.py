@@ -269,21 +269,20 @@ class Run(RunState):
         """Hand ``event`` to its subscribers, after any event queued while the lock was held."""
         if self._outbox:
             self._drain()
-        for subscriber in self._subs.get(type(event), ()):
-            try:
-                subscriber(event)
-            except Exception as exc:
-                _subscriber_failed(self, subscriber, event, exc)
+        self._hand(event)
 
     def _drain(self) -> None:
         with self._lock:
             queued, self._outbox = self._outbox, []
         for event in queued:
-            for subscriber in self._subs.get(type(event), ()):
-                try:
-                    subscriber(event)
-                except Exception as exc:
-                    _subscriber_failed(self, subscriber, event, exc)
+            self._hand(event)
+
+    def _hand(self, event: Event) -> None:
+        for subscriber in self._subs.get(type(event), ()):
+            try:
+                subscriber(event)
+            except Exception as exc:
+                _subscriber_failed(self, subscriber, event, exc)
 
     def close(self) -> None:
         """Flush and close the run's trace, if any. Called when the last ``with`` block inside the

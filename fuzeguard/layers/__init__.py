@@ -23,6 +23,7 @@ from fuzeguard._private.layer import (
     WatchesStreams,
     setting,
 )
+from fuzeguard._private.public import name_classes as _name_classes
 from fuzeguard._private.records import Call, CallRecord, Detection
 from fuzeguard.layers.cost_velocity import CostVelocity
 from fuzeguard.layers.cycle import Cycle
@@ -68,10 +69,5 @@ __all__ = [
     "setting",
 ]
 
-# The protocols defined in private modules are shown as ``fuzeguard.layers.Layer``; the records
-# shared with the root package keep ``fuzeguard`` (see fuzeguard/__init__.py).
-for _name in __all__:
-    _obj = globals()[_name]
-    if isinstance(_obj, type) and _obj.__module__.startswith("fuzeguard._private."):
-        _obj.__module__ = __name__
-del _name, _obj
+# Tracebacks and reprs name this module, not the private one a class is defined in.
+_name_classes(__name__, globals(), __all__)
