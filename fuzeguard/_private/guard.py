@@ -12,7 +12,7 @@ import inspect
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, final, overload
 
 from fuzeguard._private import state
 from fuzeguard._private.completion import complete
@@ -37,6 +37,8 @@ _cost_box: contextvars.ContextVar[list[float] | None] = contextvars.ContextVar(
     "fuzeguard_cost", default=None
 )
 _MAX_PLANS = 16
+# What ``Guard.decide`` gives for a call that goes ahead.
+Started = tuple[Run, Plan, Call, Decision]
 
 
 def add_cost(amount: float) -> None:
@@ -92,6 +94,16 @@ class Guard:
 
     def begin(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Pending | Skipped | None:
         """Decide about one call. None: run it unguarded (guarding off, or fail-open)."""
+        started = self.decide(args, kwargs)
+        if type(started) is tuple:
+            return Pending(*started)
+        return started  # type: ignore[return-value]
+
+    def decide(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Started | Skipped | None:
+        """``begin`` without the ``Pending``: the run, plan, call and decision of a call that goes
+        ahead (the plain and coroutine shells keep them in locals), a ``Skipped``, or None."""
         if state.mode_override == "off":
             return None
         plan: Plan | None = None
@@ -123,7 +135,7 @@ class Guard:
             return None
         action = decision.action
         if action == "call" or action == "warn":
-            return Pending(run, plan, call, decision)
+            return run, plan, call, decision
         if action == "skip":
             assert decision.detection is not None
             return Skipped(_replacement(plan, decision.detection, run))
@@ -149,6 +161,7 @@ def _replacement(plan: Plan, detection: Detection, run: Run) -> Any:
     return value
 
 
+@final
 class Skipped:
     """A call the guard answered itself; ``value`` goes back to the caller."""
 
@@ -159,7 +172,9 @@ class Skipped:
 
 
 class Pending:
-    """A call that goes ahead: collects its cost and records its outcome when it ends."""
+    """A call that goes ahead: collects its cost and records its outcome when it ends (for the
+    generator shells and the integrations; the plain and coroutine shells keep the same state in
+    locals and end through the same ``finish``)."""
 
     __slots__ = ("box", "call", "chunks", "decision", "plan", "run", "t0", "token")
 
@@ -184,49 +199,57 @@ class Pending:
             self.token = None
 
     def done(self, result: Any) -> None:
-        if self.token is not None:  # self._exit(), inlined on the path every call takes
-            _cost_box.reset(self.token)
-            self.token = None
-        self._complete(result, None)
+        self._exit()
+        finish(self.run, self.plan, self.call, self.decision, self.t0, self.box[0], result, None,
+               self.chunks)
 
     def fail(self, error: BaseException) -> None:
         self._exit()
-        if not isinstance(error, Exception) or isinstance(error, FuzeguardError):
-            # Interrupted (cancelled, closed early, killed from inside): no record, but the
-            # trace still gets a line so that replay counts the call as live did.
-            run = self.run
-            run._interrupted(self.plan, self.call, self.decision, self.t0 - run._start,
-                             self.chunks)
-            return
-        self._complete(None, error)
+        finish(self.run, self.plan, self.call, self.decision, self.t0, self.box[0], None, error,
+               self.chunks)
 
-    def _complete(self, result: Any, error: BaseException | None) -> None:
-        """Record the call (``completion.complete``: the path replay takes too). The cost is
-        what ``add_cost()`` collected plus the guard's ``cost=``; a ``cost=`` function that
-        raises loses the cost, and anything else that fails loses the record, never the call."""
-        plan = self.plan
-        cost = self.box[0]
-        per_call = plan.settings.cost
-        if per_call is not None:
-            if callable(per_call):
-                try:
-                    cost += per_call(result)
-                except Exception as exc:
-                    emit("error", "fuzeguard.cost_failed", fn=self.call.fn, run_id=self.run.id,
-                         error=exception_text(exc),
-                         message="the cost= function raised; the call is recorded without its "
-                         "cost")
-            else:
-                cost += per_call
-        run = self.run
-        t0 = self.t0
-        try:
-            complete(run, plan, self.call, self.decision, t0 - run._start,
-                     time.monotonic() - t0, cost, result, error, self.chunks is not None)
-        except Exception as exc:
-            emit("error", "fuzeguard.internal_error", fn=self.call.fn, phase="record",
-                 error=exception_text(exc))
-            run._discard(self.call)
+
+def finish(
+    run: Run,
+    plan: Plan,
+    call: Call,
+    decision: Decision,
+    t0: float,
+    cost: float,
+    result: Any,
+    error: BaseException | None,
+    chunks: list[Any] | None = None,
+) -> None:
+    """End a call that went ahead: record it (``completion.complete``, the path replay takes
+    too), or, when it was interrupted (cancelled, closed early, killed from inside), leave no
+    record but a trace line, so that replay counts the call as live did.
+
+    ``cost`` is what ``add_cost()`` collected; the guard's ``cost=`` is added to it. A ``cost=``
+    function that raises loses the cost, and anything else that fails loses the record, never
+    the call. ``chunks`` are a generator's chunks (its result), None for a plain call."""
+    if error is not None and (
+        not isinstance(error, Exception) or isinstance(error, FuzeguardError)
+    ):
+        run._interrupted(plan, call, decision, t0 - run._start, chunks)
+        return
+    per_call = plan.settings.cost
+    if per_call is not None:
+        if callable(per_call):
+            try:
+                cost += per_call(result)
+            except Exception as exc:
+                emit("error", "fuzeguard.cost_failed", fn=call.fn, run_id=run.id,
+                     error=exception_text(exc),
+                     message="the cost= function raised; the call is recorded without its cost")
+        else:
+            cost += per_call
+    try:
+        complete(run, plan, call, decision, t0 - run._start, time.monotonic() - t0, cost,
+                 result, error, chunks is not None)
+    except Exception as exc:
+        emit("error", "fuzeguard.internal_error", fn=call.fn, phase="record",
+             error=exception_text(exc))
+        run._discard(call)
 
 
 def _kind(fn: Callable[..., Any]) -> str:
@@ -248,6 +271,8 @@ def _kind(fn: Callable[..., Any]) -> str:
 def _wrap(g: Guard) -> Callable[..., Any]:
     fn = g.fn
     begin = g.begin
+    decide = g.decide
+    cost_box = _cost_box
     wrapper: Callable[..., Any]
     kind = _kind(fn)
     if kind == "asyncgen":
@@ -299,36 +324,46 @@ def _wrap(g: Guard) -> Callable[..., Any]:
     elif kind == "async":
 
         async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-            p = begin(args, kwargs)
-            if p is None:
+            started = decide(args, kwargs)
+            if started is None:
                 return await fn(*args, **kwargs)
-            if isinstance(p, Skipped):
-                return p.value
-            p.enter()
+            if type(started) is Skipped:
+                return started.value
+            run, plan, call, decision = started
+            box = [0.0]
+            token = cost_box.set(box)
+            t0 = time.monotonic()
             try:
                 result = await fn(*args, **kwargs)
             except BaseException as exc:
-                p.fail(exc)
+                cost_box.reset(token)
+                finish(run, plan, call, decision, t0, box[0], None, exc)
                 raise
-            p.done(result)
+            cost_box.reset(token)
+            finish(run, plan, call, decision, t0, box[0], result, None)
             return result
 
         wrapper = async_wrapper
     else:
 
         def sync_wrapper(*args: Any, **kwargs: Any) -> Any:
-            p = begin(args, kwargs)
-            if p is None:
+            started = decide(args, kwargs)
+            if started is None:
                 return fn(*args, **kwargs)
-            if isinstance(p, Skipped):
-                return p.value
-            p.enter()
+            if type(started) is Skipped:
+                return started.value
+            run, plan, call, decision = started
+            box = [0.0]
+            token = cost_box.set(box)
+            t0 = time.monotonic()
             try:
                 result = fn(*args, **kwargs)
             except BaseException as exc:
-                p.fail(exc)
+                cost_box.reset(token)
+                finish(run, plan, call, decision, t0, box[0], None, exc)
                 raise
-            p.done(result)
+            cost_box.reset(token)
+            finish(run, plan, call, decision, t0, box[0], result, None)
             return result
 
         wrapper = sync_wrapper
