@@ -28,8 +28,7 @@ def _mask_everything(text: str) -> str:
     """``mask_text`` of a short text with every pattern applied, none skipped by a pre-test."""
     if not re.search(r"\d", text):
         return text
-    text = outcome._HEX_LED.sub(outcome._hex, text)
-    text = outcome._DIGIT_LED.sub(outcome._hex, text)
+    text = outcome._VOLATILE_TOKEN.sub(outcome._hex, text)
     text = outcome._WORD_LED.sub("_", text)
     return outcome._SHELL_LINE.sub("_", text)
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import random
+import uuid
 from pathlib import Path
 
 import pytest
@@ -173,6 +175,16 @@ def test_errors_are_fingerprinted_by_template() -> None:
 
 def test_masking_keeps_plain_numbers_and_words() -> None:
     assert mask_text("defaced 12 items") == "defaced 12 items"
+
+
+def test_every_uuid_in_text_is_masked_whole_whatever_its_groups_start_with() -> None:
+    """A UUID that starts with a digit and whose last group starts with a letter used to lose
+    only that group, so a fresh one on every call made each result look new."""
+    rng = random.Random(3)
+    for _ in range(2000):
+        token = str(uuid.UUID(int=rng.getrandbits(128)))
+        assert mask_text(f"created job {token} at step 4") == "created job _ at step 4", token
+    assert mask_text("job 1b4e28ba-2fa1-11d2-883f-b9a761bde3fb queued") == "job _ queued"
 
 
 # ----------------------------------------------------------------------------- kinds

@@ -57,24 +57,28 @@ _VOLATILE_FIRST: Final = frozenset({"duration", "elapsed", "latency", "execution
 # Keys that end like a volatile one but carry meaning.
 _KEEP_WORDS: Final = frozenset({"exit", "status", "return", "error", "result", "failure", "line"})
 
-# Volatile tokens in text, in three patterns that each start with a digit, a letter or a literal:
-# the regex engine then skips quickly to the places where one may start (one alternation with
-# word boundaries up front would try every alternative at every character).
-_DIGIT_LED = re.compile(
-    r"""\d(?<![\w.]\d)(?:
-      [0-9a-fA-F]{7}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}(?!\w)  # uuid
-    | x[0-9a-fA-F]{4,}(?!\w)                                                         # address
-    | \d{3}-\d\d-\d\d(?:[T\s]\d\d:\d\d(?::\d\d(?:[.,]\d+)?)?(?:Z|[+-]\d\d:?\d\d)?)?     # date
-    | \d?:\d\d:\d\d(?:[.,]\d+)?                                                        # clock
-    | \d*(?:\.\d+)?\s?(?:ms|msec|milliseconds?|s|secs?|seconds?|µs|us|ns|min|minutes?)(?!\w)
-    | \d{9}(?:\d{3})?(?![\w.])                                                        # epoch, id
-    | (?P<digest>[0-9a-fA-F]{6,})(?![\w-])                          # digest: checked by _hex
+# Volatile tokens in text: those that start with a digit and those that start with a hex letter,
+# in one pattern scanned once (where one may start is known from the first character, so the
+# engine skips quickly between candidate places; the counters, led by words, are a pattern of
+# their own behind a cheap pre-test). Both kinds are found in one left-to-right pass, so a UUID
+# that starts with a digit is masked whole even when a group inside it starts with a letter.
+_VOLATILE_TOKEN = re.compile(
+    r"""[0-9a-fA-F](?<![\w.][0-9a-fA-F])(?:
+      (?<=\d)(?:
+        [0-9a-fA-F]{7}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}(?!\w)  # uuid
+      | x[0-9a-fA-F]{4,}(?!\w)                                                     # address
+      | \d{3}-\d\d-\d\d(?:[T\s]\d\d:\d\d(?::\d\d(?:[.,]\d+)?)?(?:Z|[+-]\d\d:?\d\d)?)?  # date
+      | \d?:\d\d:\d\d(?:[.,]\d+)?                                                    # clock
+      | \d*(?:\.\d+)?\s?(?:ms|msec|milliseconds?|s|secs?|seconds?|µs|us|ns|min|minutes?)(?!\w)
+      | \d{9}(?:\d{3})?(?![\w.])                                                    # epoch, id
+      | (?P<digest>[0-9a-fA-F]{6,})(?![\w-])                      # digest: checked by _hex
+      )
+    | (?<=[a-fA-F])(?:
+        [0-9a-fA-F]{7}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}       # uuid
+      | (?P<hexdigest>[0-9a-fA-F]{6,})                             # digest: checked by _hex
+      )(?![\w-])
     )""",
     re.VERBOSE,
-)
-_HEX_LED = re.compile(
-    r"[a-fA-F](?<![\w.][a-fA-F])(?:[0-9a-fA-F]{7}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}"
-    r"-[0-9a-fA-F]{12}|(?P<digest>[0-9a-fA-F]{6,}))(?![\w-])"
 )
 _COUNTERS = ("pid", "PID", "process", "attempt", "try", "retry", "revision", "rev", "execution",
              "iteration", "run", "job", "request", "session", "conversation", "build")
@@ -145,9 +149,14 @@ def is_volatile_key(key: str, extra: frozenset[str]) -> bool:
     return parts[-1] in _VOLATILE_LAST or parts[0] in _VOLATILE_FIRST or low in _VOLATILE_WORDS
 
 
+_DIGESTS: Final = ("digest", "hexdigest")
+
+
 def _hex(match: re.Match[str]) -> str:
     token = match.group()
-    if match.lastgroup == "digest" and (token.isdigit() or not any(c.isdigit() for c in token)):
+    if match.lastgroup in _DIGESTS and (
+        token.isdigit() or not any(c.isdigit() for c in token)
+    ):
         return token  # a plain number, or a word that happens to be hex-shaped ("defaced")
     return "_"
 
@@ -155,8 +164,7 @@ def _hex(match: re.Match[str]) -> str:
 def _mask(text: str) -> str:
     if not _HAS_DIGIT.search(text):
         return text  # every volatile token has a digit
-    text = _HEX_LED.sub(_hex, text)
-    text = _DIGIT_LED.sub(_hex, text)
+    text = _VOLATILE_TOKEN.sub(_hex, text)
     if _may_hold_counter(text):
         text = _WORD_LED.sub("_", text)
     return _SHELL_LINE.sub("_", text) if "line " in text else text
