@@ -136,9 +136,27 @@ _FAILED_STATUS: Final = frozenset({"error", "failed", "failure", "fail", "errore
 
 def is_volatile_key(key: str, extra: frozenset[str]) -> bool:
     """Whether a result key names a volatile value (``requestId``, ``duration_ms``, ``cwd``...)."""
-    low = key.lower()
-    if low in extra:
+    if extra and key.lower() in extra:
         return True
+    verdict = _KEY_VERDICTS.get(key)
+    if verdict is None:
+        verdict = _volatile_name(key)
+        if len(key) <= _KEY_REMEMBERED:
+            if len(_KEY_VERDICTS) >= _KEYS_REMEMBERED:
+                _KEY_VERDICTS.clear()
+            _KEY_VERDICTS[key] = verdict
+    return verdict
+
+
+# A tool answers with the same keys call after call: the verdict on each short key is kept (a
+# bounded number of them, forgotten all at once when full).
+_KEY_VERDICTS: dict[str, bool] = {}
+_KEY_REMEMBERED: Final = 64
+_KEYS_REMEMBERED: Final = 4096
+
+
+def _volatile_name(key: str) -> bool:
+    """``is_volatile_key`` without the user's own volatile names."""
     parts = [w.lower() for w in _SPLIT.split(key) if w]
     if not parts:
         return False
@@ -146,7 +164,10 @@ def is_volatile_key(key: str, extra: frozenset[str]) -> bool:
         return parts[0] in _VOLATILE_WORDS
     if parts[0] in _KEEP_WORDS or parts[-1] in _KEEP_WORDS:
         return False
-    return parts[-1] in _VOLATILE_LAST or parts[0] in _VOLATILE_FIRST or low in _VOLATILE_WORDS
+    return (
+        parts[-1] in _VOLATILE_LAST or parts[0] in _VOLATILE_FIRST
+        or key.lower() in _VOLATILE_WORDS
+    )
 
 
 _DIGESTS: Final = ("digest", "hexdigest")

@@ -120,7 +120,15 @@ def _walk(
     value: Any, key: str | None, units: set[Any], counts: list[int], depth: int,
     echo: frozenset[str],
 ) -> None:
-    if isinstance(value, str):
+    t = type(value)
+    if t is int or t is float or t is bool or value is None:  # the commonest, without isinstance
+        units.add(f"{key}={value!r}")
+    elif t is str:
+        _text_units(value, units, counts, echo)
+    elif t is dict and depth <= 32:
+        for k, v in value.items():
+            _walk(v, str(k), units, counts, depth + 1, echo)
+    elif isinstance(value, str):
         _text_units(value, units, counts, echo)
     elif isinstance(value, (bytes, bytearray)):
         text = bytes(value[: SMALL_TEXT + 1]).decode("utf-8", "replace")
