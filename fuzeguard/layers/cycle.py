@@ -90,21 +90,25 @@ class Cycle(LayerSettings):
 
     def check(self, run: RunView, call: Call) -> Detection | None:
         history = run.history
-        warn = self.cycle_warn_repeats
+        n = len(history)
         # The fewest laps any detection needs: a cycle that waits is warned at lap 10 whatever
         # the ordinary early warning is.
-        fewest = min(warn if warn else self.cycle_repeats + 1, WAIT_WARN_LAPS)
-        if len(history) + 1 < self.cycle_min_length * fewest:
+        fewest = self.cycle_warn_repeats or self.cycle_repeats + 1
+        if fewest > WAIT_WARN_LAPS:
+            fewest = WAIT_WARN_LAPS
+        low = self.cycle_min_length
+        if n + 1 < low * fewest:
             return None
         # Cheap exit for the common case: a cycle of length L needs the pending call to repeat
         # the one L back and the last completed call the one L before it, with two names in a
         # lap or the very same calls; judged by results, it also needs the last completed call's
         # outcome unchanged from the one L before it (``_changed``: otherwise the unchanged tail
         # is at most L + 1 calls, short of the two laps any detection needs).
-        n, fn = len(history), call.fn
-        last = history[n - 1]
-        result_aware = self.result_aware
-        low, high = self.cycle_min_length, min(self.cycle_max_length, n - 1)
+        fn = call.fn
+        last = history[-1]
+        high = self.cycle_max_length
+        if high > n - 1:
+            high = n - 1
         if last.fn == fn and not run.same_args(call.args_fp):
             # Arguments no call in the history had: a lap of ``fn`` alone cannot repeat the
             # pending call, so only laps holding another name are left, and a lap of length L
@@ -112,7 +116,8 @@ class Cycle(LayerSettings):
             # name, every lap holds two names already: nothing to rule out.)
             for k in range(1, high - 1):
                 if history[n - 1 - k].fn != fn:
-                    low = max(low, k + 2)
+                    if low < k + 2:
+                        low = k + 2
                     break
             else:
                 return None
@@ -126,7 +131,7 @@ class Cycle(LayerSettings):
                         break
                 else:
                     continue  # one name all along, with new arguments: not a cycle
-            if result_aware and _changed(last, before):
+            if self.result_aware and _changed(last, before):
                 continue
             break
         else:
