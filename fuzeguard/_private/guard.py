@@ -1,7 +1,9 @@
 """``guard()``: wrap a tool function so every call is recorded and checked before it runs.
 
-One core (``Guard.begin`` and ``Pending``) serves four thin shells: plain functions, coroutine
-functions, generator functions and async generator functions.
+One core serves four thin shells: plain functions, coroutine functions, generator functions and
+async generator functions. ``Guard.decide`` decides about a call before it runs, ``finish`` ends
+it (records it, or marks it interrupted); the generator shells and the integrations hold a call
+that goes ahead in a ``Pending`` (``Guard.begin``).
 """
 
 from __future__ import annotations
