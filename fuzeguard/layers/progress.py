@@ -166,19 +166,25 @@ def _news(record: CallRecord, earlier: Iterable[CallRecord]) -> bool:
     """True when ``record`` surely brought something new against ``earlier`` (``_stale`` would
     say it is not stale): its outcome is known, none of ``earlier`` has its result fingerprint,
     and one of its content units is in none of theirs. False when unsure: the full judgement
-    decides. One pass, one unit, no list: the common case of a result that is new at once."""
+    decides. One pass over ``earlier``, then the units until one is new: the common case of a
+    result that brings something new."""
     content = units_of(record, CONTENT.key)
     if type(content) is not frozenset or not content:
         return content is NEUTRAL
     fp = record.result_fp
-    unit = next(iter(content))
+    known: list[frozenset[Any]] = []
     for other in earlier:
         if other.result_fp == fp:
             return False
         units = other.features.get(CONTENT.key, NEUTRAL)
         if type(units) is tuple:
             units = units[1] if other.kind in INFORMING else units[0]
-        if type(units) is frozenset and unit in units:
-            return False
-    return True
-
+        if type(units) is frozenset:
+            known.append(units)
+    for unit in content:
+        for units in known:
+            if unit in units:
+                break
+        else:
+            return True
+    return False
