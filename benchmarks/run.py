@@ -20,6 +20,7 @@ from pathlib import Path
 
 import big_inputs
 import concurrency
+import cost_parts
 import growth
 import overhead
 import semantic_baseline
@@ -158,6 +159,14 @@ def overhead_note(t: dict[str, float]) -> str:
     """Why the overhead target is missed, in this run's own numbers."""
     core = t["core"] - t["bare"]
     layers = t["default"] - t["core"]
+    floor = t["stages: floor"]
+    stages_int = t["stages: int stages"] / floor
+    stages_str = t["stages: string stages"] / floor
+    whole_int = t["stages: int whole"] / floor
+    whole_str = t["stages: string whole"] / floor
+    target = overhead.TARGET
+    left_int = (target * floor - t["stages: int stages"]) * 1e6
+    left_str = (target * floor - t["stages: string stages"]) * 1e6
     return f"""\
 What stands in the way of the overhead target. With no layer at all, the core costs
 {core * 1e6:.2f} µs, {core / t["floor"]:.1f}x the floor by itself: it binds and fingerprints
@@ -169,7 +178,19 @@ the default layers add {layers * 1e6:.2f} µs more (their own costs:
 `python benchmarks/layer_costs.py`); each has a cheap exit that settles an unremarkable call with
 one or two look-ups. A text result costs more again: it is masked for volatile tokens and
 split into content units, so that the layers judge it by meaning. What is left is spread over some
-twenty Python-level calls per guarded call."""
+twenty Python-level calls per guarded call.
+
+Section 1b times each stage of a quiet call on its own. The stages alone, with nothing to hand
+the work from one to the next, cost {stages_int:.2f}x the floor for the int tool and
+{stages_str:.2f}x for the short string (measured whole in that section: {whole_int:.2f}x and
+{whole_str:.2f}x). What a {target:g}x target leaves per call for everything that is not a stage:
+{_left(left_int, "the int tool")}; {_left(left_str, "the short string")}."""
+
+
+def _left(micros: float, tool: str) -> str:
+    if micros > 0:
+        return f"{micros:.2f} µs on {tool}"
+    return f"nothing on {tool} (its stages alone are {-micros:.2f} µs over the target)"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -190,8 +211,14 @@ def main(argv: list[str] | None = None) -> int:
         overhead_times.update(times)
         return got
 
+    def measure_stages() -> list[Row]:
+        got, facts = cost_parts.measure(options.quick)
+        overhead_times.update({f"stages: {key}": value for key, value in facts.items()})
+        return got
+
     sections = [
         ("overhead", measure_overhead),
+        ("overhead by stage", measure_stages),
         ("growth", lambda: growth.measure(options.quick)),
         ("big inputs", lambda: big_inputs.measure(options.quick)),
         ("concurrency", lambda: concurrency.measure(options.quick)),

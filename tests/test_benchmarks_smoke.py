@@ -14,8 +14,8 @@ from fuzeguard.layers import BUILTIN_LAYERS
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCHMARKS = ROOT / "benchmarks"
-SECTIONS = ("0. verdicts", "1. overhead", "2. growth", "3. big inputs", "4. concurrency",
-            "5. semantic vs difflib", "6. replay", "7. shared run (Redis)")
+SECTIONS = ("0. verdicts", "1. overhead", "1b. overhead by stage", "2. growth", "3. big inputs",
+            "4. concurrency", "5. semantic vs difflib", "6. replay", "7. shared run (Redis)")
 # Targets about counts and verdicts, not speed: these must hold even in quick mode.
 EXACTNESS_TARGETS = ("exact", "all", "all, 0")
 

@@ -173,14 +173,16 @@ def _news(record: CallRecord, earlier: Iterable[CallRecord]) -> bool:
         return content is NEUTRAL
     fp = record.result_fp
     known: list[frozenset[Any]] = []
+    keep = known.append
+    key = CONTENT.key
     for other in earlier:
         if other.result_fp == fp:
             return False
-        units = other.features.get(CONTENT.key, NEUTRAL)
+        units = other.features.get(key)  # NEUTRAL (None) when absent
         if type(units) is tuple:
             units = units[1] if other.kind in INFORMING else units[0]
         if type(units) is frozenset:
-            known.append(units)
+            keep(units)
     for unit in content:
         for units in known:
             if unit in units:
