@@ -74,7 +74,7 @@ class RunState:
         self._running: dict[int, Call | CallRecord] = {}
         self._unseen = 0  # how many of them are still a ``Call``
         self._history: deque[CallRecord] = deque(maxlen=self._capacity)
-        self._by_args: dict[bytes, deque[CallRecord]] = {}
+        self._by_args: dict[bytes, list[CallRecord]] = {}  # oldest first
         self._calls_by_fn: dict[str, int] = {}
         self._attempts = 0
         self._calls = 0
@@ -319,7 +319,7 @@ class RunState:
         history.append(record)
         same = self._by_args.get(record.args_fp)
         if same is None:
-            self._by_args[record.args_fp] = same = deque()
+            self._by_args[record.args_fp] = same = []
         same.append(record)
 
     def _evict(self) -> None:
@@ -329,7 +329,7 @@ class RunState:
         same = self._by_args.get(old.args_fp)
         if same is not None:
             if same and same[0] is old:
-                same.popleft()
+                del same[0]
             else:
                 try:
                     same.remove(old)
@@ -415,7 +415,7 @@ class RunState:
             history.append(record)
             same = self._by_args.get(record.args_fp)
             if same is None:
-                self._by_args[record.args_fp] = deque((record,))
+                self._by_args[record.args_fp] = [record]
             else:
                 same.append(record)
         else:
