@@ -168,6 +168,40 @@ def measure(quick: bool) -> tuple[list[Row], dict[str, float]]:
 
         return batch
 
+    def straight(tool: Callable[..., Any]) -> Callable[[], None]:
+        """Every stage's work for every call in one loop, with nothing between the stages: what
+        a guard that did the same work with no Python-level hand-offs at all would cost (a
+        measurement only: it publishes no event and checks nothing a real call checks)."""
+        guarded = guard(tool, **HIGH_CAP)
+        box_var: contextvars.ContextVar[list[float] | None] = contextvars.ContextVar("box")
+
+        def batch() -> None:
+            with fuzeguard.run("straight", config=Config()) as run:
+                plan = guarded.guard.plan(run.config)  # type: ignore[attr-defined]
+                bind, layers, lock = plan.bind_and_print, plan.layers, run._lock
+                monotonic = time.monotonic
+                run._grow(plan.history_needed)
+                for i, q in enumerate(qs):
+                    arguments, fp = bind((q, i), {})
+                    with lock:
+                        call = new_call(plan.name, run._attempts + 1, fp, arguments, plan.kind)
+                        for layer in layers:
+                            layer.check(run, call)
+                        decision = new_decision("call", call.index)
+                        run._count(call, decision)
+                    t0 = monotonic()
+                    token = box_var.set([0.0])
+                    result = tool(q, i)
+                    box_var.reset(token)
+                    result_fp, failed, value = plan.judge_result(result, call)
+                    features = plan.features(arguments, value, None)
+                    record = new_record(call.fn, call.index, fp, result_fp, failed, None,
+                                        t0 - run._start, monotonic() - t0, features, call.kind)
+                    with lock:
+                        run._book(record)
+
+        return batch
+
     def bare(tool: Callable[..., Any]) -> Callable[[], None]:
         def batch() -> None:
             for i, q in enumerate(qs):
@@ -179,6 +213,7 @@ def measure(quick: bool) -> tuple[list[Row], dict[str, float]]:
     variants: dict[str, Callable[[], None]] = {"floor": floor}
     for label, tool in tools.items():
         variants[f"{label}: whole"] = whole(tool)
+        variants[f"{label}: straight"] = straight(tool)
         variants[f"{label}: bare"] = bare(tool)
         for stage, fn in _stages(tool, qs).items():
             variants[f"{label}: {stage}"] = fn
@@ -191,7 +226,7 @@ def measure(quick: bool) -> tuple[list[Row], dict[str, float]]:
     t = {name: median(values) for name, values in samples.items()}
     base = t["floor"]
     stage_names = [name.split(": ", 1)[1] for name in variants if name.startswith("int: ")
-                   and name not in ("int: whole", "int: bare")]
+                   and name not in ("int: whole", "int: bare", "int: straight")]
 
     def pair(key: str) -> str:
         return ", ".join(f"{label} {us(t[f'{label}: {key}'])} ({t[f'{label}: {key}'] / base:.2f}x)"
@@ -200,12 +235,16 @@ def measure(quick: bool) -> tuple[list[Row], dict[str, float]]:
     rows = [Row(SECTION, f"stage: {stage}", pair(stage)) for stage in stage_names]
     sums = {label: sum(t[f"{label}: {stage}"] for stage in stage_names) for label in tools}
     wholes = {label: t[f"{label}: whole"] - t[f"{label}: bare"] for label in tools}
+    straights = {label: t[f"{label}: straight"] - t[f"{label}: bare"] for label in tools}
     budget = TARGET * base
     rows += [
         Row(SECTION, "sum of the stages / floor",
             ", ".join(f"{label} {sums[label] / base:.2f}x ({us(sums[label])})" for label in tools)),
         Row(SECTION, "guarded overhead measured whole / floor",
             ", ".join(f"{label} {wholes[label] / base:.2f}x ({us(wholes[label])})"
+                      for label in tools)),
+        Row(SECTION, "every stage's work in one straight loop, no hand-offs between stages / floor",
+            ", ".join(f"{label} {straights[label] / base:.2f}x ({us(straights[label])})"
                       for label in tools)),
         Row(SECTION, "the rest: the calls that hand the work from stage to stage",
             ", ".join(f"{label} {us(wholes[label] - sums[label])}" for label in tools)),
@@ -214,7 +253,8 @@ def measure(quick: bool) -> tuple[list[Row], dict[str, float]]:
             ", ".join(f"{label} {us(budget - sums[label])}" for label in tools)),
     ]
     facts = {"floor": base, "int stages": sums["int"], "string stages": sums["short string"],
-             "int whole": wholes["int"], "string whole": wholes["short string"]}
+             "int whole": wholes["int"], "string whole": wholes["short string"],
+             "int straight": straights["int"], "string straight": straights["short string"]}
     return rows, facts
 
 

@@ -164,6 +164,8 @@ def overhead_note(t: dict[str, float]) -> str:
     stages_str = t["stages: string stages"] / floor
     whole_int = t["stages: int whole"] / floor
     whole_str = t["stages: string whole"] / floor
+    straight_int = t["stages: int straight"] / floor
+    straight_str = t["stages: string straight"] / floor
     target = overhead.TARGET
     left_int = (target * floor - t["stages: int stages"]) * 1e6
     left_str = (target * floor - t["stages: string stages"]) * 1e6
@@ -183,7 +185,9 @@ twenty Python-level calls per guarded call.
 Section 1b times each stage of a quiet call on its own. The stages alone, with nothing to hand
 the work from one to the next, cost {stages_int:.2f}x the floor for the int tool and
 {stages_str:.2f}x for the short string (measured whole in that section: {whole_int:.2f}x and
-{whole_str:.2f}x). What a {target:g}x target leaves per call for everything that is not a stage:
+{whole_str:.2f}x). A loop that does every stage's work for every call with nothing between the
+stages, as a guard with no Python-level hand-offs at all would, costs {straight_int:.2f}x and
+{straight_str:.2f}x. What a {target:g}x target leaves per call for everything that is not a stage:
 {_left(left_int, "the int tool")}; {_left(left_str, "the short string")}."""
 
 
