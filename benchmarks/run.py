@@ -98,6 +98,11 @@ Profiled with cProfile on the overhead workload; each step is its own commit wit
    in one pass over its window; the built-in iteration cap's waiver stops counting once settled;
    the semantic layer's chanting scanner splits passages without a regex. Each fast path is
    compared with the full computation in `tests/test_cheap_exits.py`.
+7. The plain and coroutine shells keep a call's run, plan, call and decision in locals instead of
+   a `Pending` object; the run's argument index keeps a small list per fingerprint instead of a
+   deque; `cycle` reads its settings once in its cheap exit; `progress` settles a result that
+   brings any new content unit without the full judgement; and skeletons remember their verdict
+   on each short result key, which JSON results repeat call after call.
 
 Single-threaded timings are CPU time of the process (`time.process_time`), which other processes
 on a shared machine cannot inflate with their own time slices; per-call growth timings and the
