@@ -31,6 +31,10 @@ from _common import Row, machine
 
 HERE = Path(__file__).resolve().parent
 REPLAY = HERE / "replay_throughput.py"
+CLI_MD = HERE.parent / "docs" / "cli.md"
+DEFAULT_OUTPUT = HERE.parent / "docs" / "performance.md"
+REPLAY_BEGIN = "<!-- replay figures: written by python benchmarks/run.py -->"
+REPLAY_END = "<!-- end of replay figures -->"
 
 NOTES = """\
 ## How it is measured
@@ -128,6 +132,17 @@ def _replay(quick: bool) -> list[Row]:
     return rows or [Row("6. replay", "replay_throughput.py", "(no output)")]
 
 
+def write_replay_figures(rows: list[Row], path: Path = CLI_MD) -> None:
+    """Put this run's replay figures between the markers of docs/cli.md (its "Speed" part)."""
+    figures = [f"{r.name}: {r.value}" for r in rows if r.section == "6. replay"]
+    text = path.read_text(encoding="utf-8")
+    start, end = text.find(REPLAY_BEGIN), text.find(REPLAY_END)
+    if start < 0 or end < start:
+        raise SystemExit(f"{path}: the markers {REPLAY_BEGIN!r} and {REPLAY_END!r} are missing")
+    block = "\n".join([REPLAY_BEGIN, "```text", *figures, "```", ""])
+    path.write_text(text[:start] + block + text[end:], encoding="utf-8")
+
+
 def render(rows: list[Row], quick: bool, seconds: float, overhead_times: dict[str, float]) -> str:
     facts = machine()
     lines = [
@@ -205,7 +220,7 @@ def _left(micros: float, tool: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small counts: seconds, not minutes")
-    parser.add_argument("--output", type=Path, default=HERE.parent / "docs" / "performance.md",
+    parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT,
                         help="where to write the report (default: docs/performance.md)")
     options = parser.parse_args(argv)
     # Detections are expected in the verdict and semantic checks; their log lines are not output.
@@ -246,6 +261,9 @@ def main(argv: list[str] | None = None) -> int:
     options.output.parent.mkdir(parents=True, exist_ok=True)
     options.output.write_text(report, encoding="utf-8")
     print(f"wrote {options.output}", file=sys.stderr)
+    if not options.quick and options.output.resolve() == DEFAULT_OUTPUT.resolve():
+        write_replay_figures(rows)
+        print(f"wrote the replay figures of {CLI_MD}", file=sys.stderr)
     return 0
 
 

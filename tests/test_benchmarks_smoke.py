@@ -67,3 +67,15 @@ def test_verdict_check_fails_when_a_fingerprint_changes(
 def test_verdict_check_passes_on_this_build(verdicts_module: object) -> None:
     rows = verdicts_module.check()  # type: ignore[attr-defined]
     assert [row.met for row in rows] == [True]
+
+
+def test_the_replay_figures_of_the_cli_page_are_those_of_the_performance_report() -> None:
+    """``benchmarks/run.py`` writes both; a report written without the other would drift."""
+    report = (ROOT / "docs" / "performance.md").read_text(encoding="utf-8")
+    rows = [[cell.strip() for cell in line.strip().strip("|").split("|")]
+            for line in report.splitlines() if line.startswith("| 6. replay |")]
+    cli = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    begin = cli.index("<!-- replay figures: written by python benchmarks/run.py -->")
+    block = cli[begin:cli.index("<!-- end of replay figures -->")]
+    assert rows
+    assert [line for line in block.splitlines()[2:-1]] == [f"{r[1]}: {r[2]}" for r in rows]
