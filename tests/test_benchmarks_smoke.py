@@ -78,4 +78,4 @@ def test_the_replay_figures_of_the_cli_page_are_those_of_the_performance_report(
     begin = cli.index("<!-- replay figures: written by python benchmarks/run.py -->")
     block = cli[begin:cli.index("<!-- end of replay figures -->")]
     assert rows
-    assert [line for line in block.splitlines()[2:-1]] == [f"{r[1]}: {r[2]}" for r in rows]
+    assert block.splitlines()[2:-1] == [f"{r[1]}: {r[2]}" for r in rows]
