@@ -6,6 +6,7 @@ report compare measurements made under the same conditions.
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import random
@@ -13,6 +14,8 @@ import statistics
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+
+from blake3 import blake3
 
 WORDS = (
     "apple", "river", "stone", "cloud", "maple", "orbit", "lantern", "quartz", "meadow", "falcon",
@@ -60,6 +63,17 @@ def text(size: int, seed: int) -> str:
         parts.append(word)
         length += len(word) + 1
     return " ".join(parts)[:size]
+
+
+def floor_batch(arguments: list[dict[str, object]]) -> Callable[[], None]:
+    """The floor of the overhead target, once for each of ``arguments``: the blake3 of the
+    arguments' sorted compact JSON, the least an argument-fingerprinting guard must do."""
+
+    def batch() -> None:
+        for bound in arguments:
+            blake3(json.dumps(bound, sort_keys=True, separators=(",", ":")).encode()).digest()
+
+    return batch
 
 
 def per_call(fn: Callable[[], object], calls: int) -> float:

@@ -21,14 +21,12 @@ medians of CPU time, like the overhead section.
 from __future__ import annotations
 
 import contextvars
-import json
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
-from _common import Row, median, per_call, queries, us
-from blake3 import blake3
+from _common import Row, floor_batch, median, per_call, queries, us
 
 import fuzeguard
 from fuzeguard import Config, guard
@@ -153,9 +151,7 @@ def measure(quick: bool) -> tuple[list[Row], dict[str, float]]:
     qs = queries(calls, seed=3)
     bound_args = [{"query": q, "limit": i} for i, q in enumerate(qs)]
 
-    def floor() -> None:
-        for arguments in bound_args:
-            blake3(json.dumps(arguments, sort_keys=True, separators=(",", ":")).encode()).digest()
+    floor = floor_batch(bound_args)
 
     def whole(tool: Callable[..., Any]) -> Callable[[], None]:
         guarded = guard(tool, **HIGH_CAP)
