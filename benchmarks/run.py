@@ -57,7 +57,8 @@ NOTES = """\
   and after the last one, arguments made on the fly.
 - **Big inputs**: fingerprint throughput of a string argument of each size; guarded calls carrying
   a distinct 1 MB argument and returning a distinct 100 KB text. The semantic layer's cost is the
-  guarded time with only that layer minus the guarded time with no layer, once the window is full.
+  guarded time with only that layer minus the guarded time with no layer, once the window is full:
+  the two runs are made in turn and the median of the differences is shown.
 - **Concurrency**: 16 threads started together on one run (`run.bind`), then the same with
   `max_calls` set; 1,000 asyncio tasks each in its own run, all making the same 100 calls.
 - **Semantic vs difflib**: six 1 KB outputs per case, the sixth a lightly edited copy of an
