@@ -327,3 +327,19 @@ def test_a_sketch_taken_from_the_smallest_hashes_is_the_sketch_of_every_shingle(
         pool = [rng.choice(vocabulary) + str(rng.randrange(kinds)) for _ in range(kinds)]
         text = " ".join(rng.choice(pool) for _ in range(size))
         assert sketch(text) == _sketch_of_every_shingle(text), (size, kinds)
+
+
+def test_a_remembered_key_verdict_is_the_verdict_whatever_volatile_names_the_user_adds() -> None:
+    """``is_volatile_key`` keeps its verdict per key; the user's own names still count on every
+    call, and keys too long to keep are judged afresh."""
+    rng = random.Random(11)
+    words = ["request", "Id", "id", "duration", "ms", "status", "result", "at", "created",
+             "exit", "code", "_", "-", "X", "trace", "line", "seq", "a" * 40]
+    extras = [frozenset(), frozenset({"resultat"}), frozenset({"statuscode", "createdat"})]
+    for _ in range(5000):
+        key = "".join(rng.choice(words) for _ in range(rng.randint(1, 4)))
+        extra = rng.choice(extras)
+        expected = key.lower() in extra or outcome._volatile_name(key)
+        assert outcome.is_volatile_key(key, extra) == expected, (key, extra)
+    assert len(outcome._KEY_VERDICTS) <= outcome._KEYS_REMEMBERED
+    assert all(len(key) <= outcome._KEY_REMEMBERED for key in outcome._KEY_VERDICTS)

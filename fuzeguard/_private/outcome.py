@@ -134,6 +134,13 @@ _ERROR_LOOK: Final = 2000
 _FAILED_STATUS: Final = frozenset({"error", "failed", "failure", "fail", "errored", "exception"})
 
 
+# A tool answers with the same keys call after call: the verdict on each short key is kept (a
+# bounded number of them, forgotten all at once when full).
+_KEY_VERDICTS: dict[str, bool] = {}
+_KEY_REMEMBERED: Final = 64
+_KEYS_REMEMBERED: Final = 4096
+
+
 def is_volatile_key(key: str, extra: frozenset[str]) -> bool:
     """Whether a result key names a volatile value (``requestId``, ``duration_ms``, ``cwd``...)."""
     if extra and key.lower() in extra:
@@ -146,13 +153,6 @@ def is_volatile_key(key: str, extra: frozenset[str]) -> bool:
                 _KEY_VERDICTS.clear()
             _KEY_VERDICTS[key] = verdict
     return verdict
-
-
-# A tool answers with the same keys call after call: the verdict on each short key is kept (a
-# bounded number of them, forgotten all at once when full).
-_KEY_VERDICTS: dict[str, bool] = {}
-_KEY_REMEMBERED: Final = 64
-_KEYS_REMEMBERED: Final = 4096
 
 
 def _volatile_name(key: str) -> bool:
