@@ -153,9 +153,11 @@ class Dedup(LayerSettings):
 
     def check(self, run: RunView, call: Call) -> Detection | None:
         same = run.same_args(call.args_fp)
+        threshold = self.repeat_threshold
+        if not same and run.errors < threshold:
+            return None  # a call with new arguments in a run with few failures: the common case
         if call.kind == "poll" or not self.result_aware:
             return self._counted(run, call, same) if same else None
-        threshold = self.repeat_threshold
         found = None
         if len(same) + 1 >= (self.repeat_warn_threshold or threshold + 1):
             found = self._remembered(run, call, same)

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Any, ClassVar
 
+from fuzeguard._private.fingerprint import fingerprint
 from fuzeguard._private.layer import Feature, LayerSettings, RunView, setting
 from fuzeguard._private.records import Call, CallRecord, Detection
 from fuzeguard.layers._content import CONTENT, NEUTRAL, brought_nothing_new, units_of
-from fuzeguard._private.fingerprint import fingerprint
 from fuzeguard.layers._evidence import ACKNOWLEDGING, INFORMING, TRANSPARENT
 
 
@@ -177,9 +177,8 @@ class Progress(LayerSettings):
 
 
 #: The fingerprints of an empty answer: for a search, "nothing found".
-_NOTHING: frozenset[bytes | None] = frozenset(
-    fingerprint(value) for value in ("", "\n", " ", [], {}, None)
-)
+_EMPTY_ANSWERS: tuple[object, ...] = ("", "\n", " ", [], {}, None)
+_NOTHING: frozenset[bytes] = frozenset(fingerprint(value) for value in _EMPTY_ANSWERS)
 
 
 def nothing_found(record: CallRecord) -> bool:
