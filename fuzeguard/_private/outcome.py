@@ -105,7 +105,7 @@ _WORD_LED = re.compile(
 # directory. Plain substring tests on the lowercased text rule most texts out at once.
 _WORD_HINTS: Final = ("id", "process", "attempt", "try", "rev", "execution", "iteration", "run",
                       "job", "request", "session", "conversation", "build", "[", "/tmp/",
-                      "/var/folders/", "line ")
+                      "/var/folders/", "line ", "sess")
 _SHELL_LINE = re.compile(r"^(?:[\w./-]+:\ )?line\ \d+:", re.MULTILINE)  # bash: line 12:
 _HAS_DIGIT = re.compile(r"\d")
 # Long texts are masked at both ends, where tools print timings, ids and counters; the middle of a
@@ -311,11 +311,6 @@ def error_template(text: str) -> str:
     """A failure's ``"Name: message"`` text with the parts that echo inputs masked (quoted
     strings, numbers, hex ids): ``No such file: 'a.py'`` and ``... 'b.py'`` share one template."""
     return _ECHO.sub("_", text[:_TEMPLATE_CHARS])
-
-
-def error_fingerprint(text: str) -> bytes:
-    """The fingerprint of a failure: that of its template (see ``error_template``)."""
-    return fingerprint(("error", error_template(text)))
 
 
 def reads_as_error(value: Any, deep: bool = False) -> bool:
