@@ -280,7 +280,7 @@ def test_replay_judges_text_errors_and_refined_kinds_as_the_live_run_did(tmp_pat
         return "bash: line 4: javac: command not found"
 
     with capture_detections() as live, fuzeguard.run(trace=str(trace)):
-        for i in range(12):
+        for _ in range(12):
             process("poll", "s-1")
             bash("javac A.java")
     summary = Replayer(Config()).replay_file(str(trace))
