@@ -169,10 +169,13 @@ def timing_rows() -> list[str]:
 
 PROGRESS = [
     ("dedup",
-     "a repeat whose previous identical call returned a new outcome; a repeat after other work (a "
-     "call that brought something new and was not itself repeated since)",
-     "the same call with the same outcome: the same failure however its message drifts, the same "
-     "write whatever its receipt; an unknown outcome"),
+     "a repeat whose outcome changed; any repeat after a change of state (a write that succeeded, "
+     "other than the same write again); a failing attempt whose arguments differ from the last "
+     "ones (below 90% alike), up to the third",
+     "the same call with the same outcome and nothing changed since, wherever other calls fall "
+     "(the same failure however its message drifts, the same write whatever its receipt); the "
+     "same function failing the same way with near-identical arguments; `noop` tools between "
+     "them"),
     ("cycle",
      "a lap whose outcomes differ step by step from the lap before; a write or command step with "
      "new arguments",
@@ -295,7 +298,11 @@ and each of these pairs is progress:
 A result reads as an error — and counts as a failed call — when the tool raised, when its first
 line or one of its last three is a traceback, `SomethingError: …`, `error: …`, `fatal: …`, `command
 not found` or `No such file or directory`, or when it is a mapping with a non-empty `error`, a
-`status` of `"error"`/`"failed"`, `ok`/`success` false, or MCP's `isError`.
+`status` of `"error"`/`"failed"`, `ok`/`success` false, or MCP's `isError`. The output of a command,
+a write or a tool of unknown kind is also read between its ends: a `SomethingError: message` line, a
+build's `[ERROR]` line, `BUILD FAILURE`, the error a traceback ends with (a read or a search that
+shows such a line is showing content). A failure is compared by what failed: its error line (or
+the exception's message) with line numbers, positions, counters, session ids and pids masked.
 
 ## Fixing a false alarm
 
