@@ -183,7 +183,8 @@ PROGRESS = [
      "from lap 10"),
     ("progress",
      "a result with a content unit the run had not seen; a write, command or tool of unknown kind "
-     "with new arguments that did not fail; a poll; an unknown outcome; an output with no words",
+     "with new arguments that did not fail; a poll; an unknown outcome; an output with no words "
+     "(but for a search: an empty answer is \"nothing found\"); `noop` calls are looked through",
      "a result whose every unit was seen (words that echo the query masked for reads, searches and "
      "model calls); the same error template from varied inputs"),
     ("cost_velocity", "as `progress`, over its window", "as `progress`"),
