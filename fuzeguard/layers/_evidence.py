@@ -64,7 +64,7 @@ def last_change(history: Sequence[CallRecord], args_fp: bytes, after: int) -> in
         record = history[i]
         if record.index <= after:
             break
-        if record.kind == "write" and record.error is None and record.args_fp != args_fp:
+        if changes_state(record) and record.args_fp != args_fp:
             return record.index
     return after
 

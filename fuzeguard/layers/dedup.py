@@ -30,7 +30,7 @@ from rapidfuzz.distance import Indel
 
 from fuzeguard._private.layer import Feature, LayerSettings, RunView, setting
 from fuzeguard._private.records import Call, CallRecord, Detection, Kind
-from fuzeguard.layers._evidence import FAILED, last_change, novelty, repeat_key
+from fuzeguard.layers._evidence import FAILED, changes_state, last_change, novelty, repeat_key
 
 #: How much of a call's arguments is compared when its attempts are near-identical.
 ATTEMPT_CHARS = 2000
@@ -234,7 +234,7 @@ class Dedup(LayerSettings):
                 failed.append(record)
                 if len(failed) > threshold:
                     break
-            elif record.kind == "write" and record.error is None:
+            elif changes_state(record):
                 break  # something changed since
         if len(failed) < threshold:
             return None
