@@ -1,5 +1,6 @@
-"""Once a pattern is detected, repeating it never runs the real tool again in that run, and a
-model that keeps repeating it climbs the ladder one step per repeat."""
+"""Once a pattern is detected, repeating it never runs the real tool again in that run (unless a
+write changed something since), and a model that keeps repeating it climbs the ladder one step per
+repeat."""
 
 from __future__ import annotations
 
@@ -55,9 +56,9 @@ def test_a_skipped_identical_call_never_runs_the_tool_again_in_the_run() -> None
     search, _, _, ran = _tools("skip")
     with fuzeguard.run() as run:
         out = [search("laptops") for _ in range(50)]
-    assert _shape(out) == "RRR" + "S" * 47
-    assert ran == ["search"] * 3
-    assert run.stats().calls == 3 and run.stats().skipped == 47
+    assert _shape(out) == "RR" + "S" * 48
+    assert ran == ["search"] * 2
+    assert run.stats().calls == 2 and run.stats().skipped == 48
 
 
 def test_a_skipped_alternation_never_runs_either_tool_again_in_the_run() -> None:
@@ -88,11 +89,11 @@ def test_the_ladder_kills_an_identical_call_loop_two_repeats_after_its_first_det
             except LoopDetected as exc:
                 out.append(exc)
                 break
-    assert _shape(out) == "RRRRSK"
+    assert _shape(out) == "RRRSK"
     assert [(d.call_index, d.action) for d in found if d.kind == "loop"] == [
-        (4, "warn"), (5, "skip"), (6, "kill")
+        (3, "warn"), (4, "skip"), (5, "kill")
     ]
-    assert len(ran) == 4
+    assert len(ran) == 3
 
 
 def test_a_cycle_steps_the_ladder_at_each_of_its_calls_whichever_tool_is_pending() -> None:
@@ -117,11 +118,12 @@ def test_a_skipped_call_costs_nothing_and_counts_no_error() -> None:
             except ValueError:
                 pass
     stats = run.stats()
-    assert (stats.calls, stats.skipped, stats.errors, stats.cost) == (3, 3, 3, 3.0)
+    assert (stats.calls, stats.skipped, stats.errors, stats.cost) == (2, 4, 2, 2.0)
 
 
-def test_a_repeat_after_other_work_brought_something_new_runs_again() -> None:
-    """Result-aware dedup: new information in between makes the repeat pacing, not a loop."""
+def test_a_skipped_repeat_runs_again_after_a_change_of_state_not_after_a_read() -> None:
+    """State-aware dedup: a write in between may change what the repeat answers, so it runs
+    again; reading something else changes nothing, so the repeat is still answered for."""
     ran: list[str] = []
 
     @guard(on_loop="skip")
@@ -133,9 +135,15 @@ def test_a_repeat_after_other_work_brought_something_new_runs_again() -> None:
     def read(path: str) -> str:
         return f"contents of {path}"
 
+    @guard(on_loop="skip")
+    def write_file(path: str) -> str:
+        return "written"
+
     with fuzeguard.run():
-        for _ in range(4):
-            search("laptops")
+        out = [search("laptops") for _ in range(3)]
         read("new-file.txt")
-        search("laptops")
+        out.append(search("laptops"))
+        write_file("notes.txt")
+        out += [search("laptops") for _ in range(3)]
+    assert _shape(out) == "RRS" + "S" + "RRS"
     assert len(ran) == 4
