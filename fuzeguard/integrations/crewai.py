@@ -28,8 +28,7 @@ from crewai.hooks import (
 )
 
 from fuzeguard._private.run import current_run
-from fuzeguard.integrations._calls import Outcome, ToolCalls
-from fuzeguard.integrations.mcp import stop_message
+from fuzeguard.integrations._calls import Outcome, ToolCalls, stop_message
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack

@@ -36,9 +36,8 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from fuzeguard._private.exceptions import LoopDetected
 from fuzeguard._private.guard import guard
-from fuzeguard._private.records import Detection
 from fuzeguard._private.run import Run, make_current, restore_current
-from fuzeguard.integrations._calls import ToolCalls
+from fuzeguard.integrations._calls import ToolCalls, stop_message
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -47,14 +46,6 @@ if TYPE_CHECKING:
 
 F = TypeVar("F", bound=Callable[..., Any])
 MAX_SESSIONS = 1024  # runs kept for the most recently active sessions
-
-
-def stop_message(detection: Detection) -> str:
-    """What every call of a killed session is answered with."""
-    return (
-        f"{detection.message} Tool calls in this session are stopped: no tool will run again. "
-        "Stop calling tools and answer with what you have."
-    )
 
 
 def _default_session_key(ctx: Any) -> Hashable:
