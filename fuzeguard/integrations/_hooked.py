@@ -42,11 +42,11 @@ class Invocation:
 
     def begin(self, calls: ToolCalls, name: str, arguments: Mapping[str, Any] | None,
               call_id: Hashable) -> Outcome:
-        """Decide about a call in this invocation's run; one that goes ahead is kept under
-        ``call_id`` until ``end(call_id)``."""
+        """Decide about a call in this invocation's run; one that goes ahead or is skipped is kept
+        under ``call_id`` until ``end(call_id)``."""
         with within(self.run):
             outcome = calls.begin(name, arguments)
-        if outcome.pending is not None:
+        if outcome.killed is None:
             self.in_flight[call_id] = outcome
             while len(self.in_flight) > _MAX_IN_FLIGHT:
                 self.in_flight.popitem(last=False)
