@@ -32,12 +32,12 @@ class Invocation:
 
     __slots__ = ("_tokens", "in_flight", "owned", "run")
 
-    def __init__(self, run: Run, owned: bool = False) -> None:
+    def __init__(self, run: Run, owned: bool = False, enter: bool = True) -> None:
         self.run = run
-        self.owned = owned  # opened for this invocation: made current here, closed at its end
+        self.owned = owned  # opened for this invocation: closed at its end
         self._tokens: tuple[Any, Any] | None = None
         self.in_flight: OrderedDict[Hashable, Outcome] = OrderedDict()
-        if owned:
+        if owned and enter:  # current in this context until its end
             self._tokens = (_opened.set(run), make_current(run))
 
     def begin(self, calls: ToolCalls, name: str, arguments: Mapping[str, Any] | None,
@@ -76,16 +76,27 @@ class Invocations:
         self._open: OrderedDict[Hashable, Invocation] = OrderedDict()
         self._lock = threading.Lock()
 
-    def start(self, key: Hashable, name: str) -> Invocation:
+    def start(self, key: Hashable, name: str, *, enter: bool = True,
+              parent: Run | None = None) -> Invocation:
         """An invocation begins here: the user's run if one is current, else a run of its own
-        (``_runs.new_run``), current in this context until ``end(key)`` closes it."""
+        (``_runs.new_run``), current in this context (unless ``enter`` is false: hooks that all run
+        in one context for many invocations) until ``end(key)`` closes it. With a ``parent``, the
+        run is a child of it (an invocation the framework says is nested)."""
         mine = user_run()
-        found = Invocation(mine) if mine is not None else Invocation(new_run(name), owned=True)
+        if mine is not None:
+            found = Invocation(mine)
+        else:
+            run = new_run(name) if parent is None else Run(name, store=None, parent=parent)
+            found = Invocation(run, owned=True, enter=enter)
         with self._lock:
             self._open[key] = found
             while len(self._open) > MAX_OPEN:
                 self._open.popitem(last=False)[1].close()
         return found
+
+    def find(self, key: Hashable) -> Invocation | None:
+        """The invocation of ``key`` under way, or None."""
+        return self._open.get(key)
 
     def get(self, key: Hashable) -> Invocation:
         """The invocation of ``key``; one whose start was never seen (an agent run without the
