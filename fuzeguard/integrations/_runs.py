@@ -56,6 +56,12 @@ def user_run() -> Run | None:
     return None if top is _opened.get() else top
 
 
+def open_run() -> Run | None:
+    """The run current here (the user's or an invocation's), or None when no run is open."""
+    stack = _current.get()
+    return stack[-1] if stack else None
+
+
 def new_run(name: str) -> Run:
     """The run an invocation starting here is judged in when the user opened none: a child of the
     invocation under way in this context, else a run of its own (never shared through a store)."""
