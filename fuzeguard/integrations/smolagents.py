@@ -99,7 +99,7 @@ class LoopGuard:
             assert outcome.killed is not None
             return stop_message(outcome.killed)
 
-        copied.forward = guarded  # type: ignore[method-assign]
+        copied.forward = guarded
         return copied
 
     def _run(self, run_agent: Callable[..., Any], box: list[Run | None], name: str) -> Callable[..., Any]:
