@@ -56,6 +56,12 @@ def user_run() -> Run | None:
     return None if top is _opened.get() else top
 
 
+def open_run() -> Run | None:
+    """The run current here (the user's or an invocation's), or None when no run is open."""
+    stack = _current.get()
+    return stack[-1] if stack else None
+
+
 def new_run(name: str) -> Run:
     """The run an invocation starting here is judged in when the user opened none: a child of the
     invocation under way in this context, else a run of its own (never shared through a store)."""
@@ -99,62 +105,80 @@ def within(run: Run) -> Iterator[Run]:
         _opened.reset(opened)
 
 
+def adopt(run: Run) -> None:
+    """Make ``run`` current, as an invocation's run, for the rest of this context: for a framework
+    that runs each tool call in a task of its own started after the integration's hook (what the
+    tool does, and an agent it runs, is then inside the run). Never undone: the task ends."""
+    _opened.set(run)
+    make_current(run)
+
+
 class InvocationRuns:
     """The run of each invocation, kept for an object the framework hands to every hook of one
-    invocation (``owner``: its state, context wrapper or usage object) while that object lives.
+    invocation (``owner``: its context wrapper or usage object) while that object lives.
 
     ``run_for(owner, name)``: the user's run if one is current here; else the run kept for
     ``owner``, opened on its first call by ``new_run`` (so a child of the invocation under way
-    here, if any). A run is closed when its owner is garbage-collected or ``end(owner)`` is called.
-    The owner must allow weak references; an owner that does not is keyed by ``id`` (its run is
-    then kept until ``end`` or until ``MAX_KEYED_RUNS`` newer owners pushed it out).
+    here, if any). Owners are told apart by identity (they need not be hashable). A run is closed
+    when its owner is garbage-collected or ``end(owner)`` is called; an owner that cannot be
+    weakly referenced keeps its run until ``end`` or until ``MAX_KEYED_RUNS`` newer ones push it
+    out.
     """
 
     def __init__(self) -> None:
-        self._runs: weakref.WeakKeyDictionary[Any, Run] = weakref.WeakKeyDictionary()
-        self._by_id: OrderedDict[int, Run] = OrderedDict()
+        self._runs: OrderedDict[int, tuple[Any, Run]] = OrderedDict()
         self._lock = threading.Lock()
 
     def run_for(self, owner: Any, name: str) -> Run:
         mine = user_run()
-        if mine is not None:
-            return mine
-        with self._lock:
-            try:
-                run = self._runs.get(owner)
-            except TypeError:
-                return self._run_by_id(owner, name)
-            if run is None:
-                run = new_run(name)
-                try:
-                    self._runs[owner] = run
-                except TypeError:
-                    return self._run_by_id(owner, name, run)
-                weakref.finalize(owner, run.close)
-            return run
+        return mine if mine is not None else self.kept(owner, name)
 
-    def _run_by_id(self, owner: Any, name: str, run: Run | None = None) -> Run:
-        found = self._by_id.get(id(owner))
-        if found is not None:
-            self._by_id.move_to_end(id(owner))
-            return found
-        run = run or new_run(name)
-        self._by_id[id(owner)] = run
-        while len(self._by_id) > MAX_KEYED_RUNS:
-            self._by_id.popitem(last=False)[1].close()
+    def kept(self, owner: Any, name: str | None = None) -> Run:
+        """The run kept for ``owner`` (opened now if ``name`` is given and it has none)."""
+        key = id(owner)
+        with self._lock:
+            entry = self._runs.get(key)
+            if entry is not None and _alive(entry[0]) is owner:
+                return entry[1]
+        run = new_run(name or "agent")
+        try:
+            ref: Any = weakref.ref(owner)
+            weakref.finalize(owner, self._forget, key, run)
+        except TypeError:
+            ref = owner  # held strongly: bounded below
+        with self._lock:
+            entry = self._runs.get(key)
+            if entry is not None and _alive(entry[0]) is owner:
+                return entry[1]  # another thread got there first
+            self._runs[key] = (ref, run)
+            while len(self._runs) > MAX_KEYED_RUNS:
+                self._runs.popitem(last=False)[1][1].close()
         return run
+
+    def find(self, owner: Any) -> Run | None:
+        """The run kept for ``owner``, or None."""
+        entry = self._runs.get(id(owner))
+        return entry[1] if entry is not None and _alive(entry[0]) is owner else None
+
+    def _forget(self, key: int, run: Run) -> None:
+        with self._lock:
+            entry = self._runs.get(key)
+            if entry is not None and entry[1] is run:
+                del self._runs[key]
+        run.close()
 
     def end(self, owner: Any) -> None:
         """The invocation of ``owner`` is over: close its run and forget it."""
         with self._lock:
-            try:
-                run = self._runs.pop(owner, None)
-            except TypeError:
-                run = None
-            if run is None:
-                run = self._by_id.pop(id(owner), None)
-        if run is not None:
-            run.close()
+            entry = self._runs.get(id(owner))
+            if entry is None or _alive(entry[0]) is not owner:
+                return
+            del self._runs[id(owner)]
+        entry[1].close()
+
+
+def _alive(ref: Any) -> Any:
+    return ref() if isinstance(ref, weakref.ref) else ref
 
 
 class KeyedRuns:
