@@ -95,7 +95,7 @@ def _stuck(action: str, variant: str, **options: Any) -> tuple[Tally, Stuck, str
     except LoopDetected:
         ended = "LoopDetected raised"
     else:
-        ended = ("final response by the guard" if text.startswith("Stopped:")
+        ended = ("final answer by the guard" if text.startswith("Stopped:")
                  else f"returned after max_iterations {MAX_ITERATIONS}")
     return tally, client, ended, text
 
@@ -110,7 +110,7 @@ def test_a_stuck_agent_behaves_as_recorded(action: str, variant: str) -> None:
 
 def test_a_kill_ends_the_run_with_a_final_answer_the_application_can_show() -> None:
     tally, client, ended, text = _stuck("kill", "same")
-    assert ended == "final response by the guard"
+    assert ended == "final answer by the guard"
     assert text is not None and text.startswith("Stopped: the agent was looping (dedup at tool call 4")
     assert tally.total == 3 and client.turns == 4
 

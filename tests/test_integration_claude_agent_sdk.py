@@ -25,7 +25,7 @@ from fuzeguard.integrations._runs import KeyedRuns
 from fuzeguard.integrations.claude_agent_sdk import LoopGuard
 from tests.claude_cli import ScriptedCLI, Step
 from tests.served import ANSWER, CONCURRENT, LEGIT, LOOPING, check_served, next_call
-from tests.stuck_agents import ACTIONS, VARIANTS, Tally, check_run, script, tools
+from tests.stuck_agents import ACTIONS, VARIANTS, Tally, check_run, script, side_example, tools
 
 MAX_TURNS = 25  # ClaudeAgentOptions(max_turns=...) for the stuck sessions (the SDK sets none)
 _sessions = itertools.count(1)
@@ -158,3 +158,23 @@ def test_a_conversation_keyed_as_one_run_carries_its_history_across_prompts() ->
     with capture_logs():
         answers = asyncio.run(chat())
     assert answers == [ANSWER] * 3 + ["stopped"]
+
+
+def test_the_docs_example_runs_and_prints_what_the_page_shows(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The page's example, unchanged, with Claude Code's side scripted in place of the CLI: the
+    model asks for the same search every turn."""
+    import claude_agent_sdk._internal.client as sdk_client
+
+    code, shown = side_example(
+        "# with Claude Code (run by tests/test_integration_claude_agent_sdk.py, the CLI's side scripted)"
+    )
+    def stuck(prompt: str, read: list[str]) -> Step:
+        return "search", {"query": "laptops"}
+
+    monkeypatch.setattr(sdk_client, "SubprocessCLITransport",
+                        lambda prompt, options: ScriptedCLI(stuck, session_id="s-docs"))
+    with capture_logs():
+        exec(compile(code, "docs/frameworks.md", "exec"), {"__name__": "docs_claude"})
+    assert capsys.readouterr().out.rstrip() == shown.rstrip()

@@ -131,7 +131,7 @@ def _stuck(action: str, variant: str, **options: Any) -> tuple[Tally, Stuck, str
     except LlmCallsLimitExceededError:
         ended = f"LlmCallsLimitExceededError (max_llm_calls {MAX_LLM_CALLS})"
     else:
-        ended = "final response by the guard" if final and final.startswith("Stopped:") else "returned"
+        ended = "final answer by the guard" if final and final.startswith("Stopped:") else "returned"
     return tally, model, ended, final
 
 
@@ -144,7 +144,7 @@ def test_a_stuck_agent_behaves_as_recorded(action: str, variant: str) -> None:
 
 def test_a_kill_ends_the_run_with_a_final_answer_the_application_can_show() -> None:
     tally, model, ended, final = _stuck("kill", "same")
-    assert ended == "final response by the guard"
+    assert ended == "final answer by the guard"
     assert final is not None and final.startswith("Stopped: the agent was looping (dedup at tool call 4")
     assert tally.total == 3 and model.turns == 4
 

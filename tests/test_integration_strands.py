@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests.served import ANSWER, check_served
-from tests.stuck_agents import ACTIONS, ROOT, VARIANTS, Tally, check_run
+from tests.stuck_agents import ACTIONS, ROOT, VARIANTS, Tally, check_run, side_example
 
 
 @pytest.fixture(scope="module")
@@ -83,3 +83,14 @@ def test_a_conversation_keyed_as_one_run_carries_its_history_across_requests(
     texts = measured["conversation"]
     assert texts[:3] == [ANSWER] * 3
     assert texts[3].startswith("Stopped: the agent was looping")
+
+
+def test_the_docs_example_runs_and_prints_what_the_page_shows(strands_python: str, tmp_path: Path) -> None:
+    code, shown = side_example(
+        "# with strands (run by tests/test_integration_strands.py in its own environment)"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([strands_python, "-c", code], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.rstrip().splitlines()[-2:] == shown.rstrip().splitlines()
