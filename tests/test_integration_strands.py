@@ -5,24 +5,20 @@ strands-agents package in its own environment, ``strands_python``, running ``str
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
+from side_env import run_in
 
 from tests.served import ANSWER, check_served
-from tests.stuck_agents import ACTIONS, ROOT, VARIANTS, Tally, check_run, side_example
+from tests.stuck_agents import ACTIONS, VARIANTS, Tally, check_run, side_example
 
 
 @pytest.fixture(scope="module")
 def measured(strands_python: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     out = tmp_path_factory.mktemp("strands") / "measured.json"
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([strands_python, str(Path(__file__).parent / "strands_stuck.py"), str(out)],
-                          cwd=out.parent, env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
+    run_in(strands_python, [str(Path(__file__).parent / "strands_stuck.py"), str(out)], out.parent)
     result: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
     return result
 
@@ -89,8 +85,5 @@ def test_the_docs_example_runs_and_prints_what_the_page_shows(strands_python: st
     code, shown = side_example(
         "# with strands (run by tests/test_integration_strands.py in its own environment)"
     )
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([strands_python, "-c", code], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.rstrip().splitlines()[-2:] == shown.rstrip().splitlines()
+    printed = run_in(strands_python, ["-c", code], tmp_path)
+    assert printed.rstrip().splitlines()[-2:] == shown.rstrip().splitlines()
