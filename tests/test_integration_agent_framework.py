@@ -214,3 +214,29 @@ def test_a_streamed_run_is_a_run_of_its_own_and_ends_with_the_final_answer() -> 
                           "You called `search` with the same arguments 4 times and got the same "
                           "result each time. Try different arguments or another tool.") for t in texts)
     assert tally.total == 6 and client.turns == 8  # the second run started afresh
+
+
+def test_parallel_calls_of_one_model_turn_take_one_step_of_the_ladder() -> None:
+    """A model that sends the same search three times per turn: warned in its 2nd turn, skipped
+    in its 3rd, ended in its 4th (one step per model turn, not per call)."""
+    tally = Tally()
+
+    class Parallel(FunctionInvocationLayer[Any], ChatMiddlewareLayer[Any], BaseChatClient[Any]):
+        turns = 0
+
+        async def _inner_get_response(self, *, messages: list[Message], stream: bool,
+                                      options: Any, **kwargs: Any) -> Any:
+            self.turns += 1
+            calls = [Content.from_function_call(call_id=f"c{self.turns}-{i}", name="search",
+                                                arguments={"query": "laptops"}) for i in range(3)]
+            return ChatResponse(messages=[Message(role="assistant", contents=calls)])
+
+    client = Parallel()
+    agent = Agent(client=client, tools=tools(tally), name="shopper",
+                  middleware=LoopGuard(on_loop=["warn", "skip", "kill"]).middleware)
+    with capture_logs() as logs:
+        text = asyncio.run(agent.run("find me a laptop")).text
+    actions = [e["action"] for e in logs if e["event"] == "fuzeguard.loop_detected"]
+    assert actions == ["warn"] + ["warn"] * 3 + ["skip"] * 3 + ["kill"]
+    assert tally.total == 6 and client.turns == 4
+    assert text.startswith("Stopped: the agent was looping")

@@ -237,3 +237,30 @@ def test_a_conversation_keyed_as_one_run_carries_its_history_across_requests() -
     # One search per request, the same each time: the fourth is the conversation's loop.
     assert finals[:3] == [ANSWER] * 3
     assert finals[3] is not None and finals[3].startswith("Stopped: the agent was looping")
+
+
+def test_parallel_calls_of_one_model_turn_take_one_step_of_the_ladder() -> None:
+    """A model that sends the same search three times per turn: warned in its 2nd turn, skipped
+    in its 3rd, ended in its 4th (one step per model turn, not per call)."""
+    tally = Tally()
+
+    class Parallel(BaseLlm):
+        model: str = "parallel"
+        turns: int = 0
+
+        async def generate_content_async(
+            self, llm_request: LlmRequest, stream: bool = False
+        ) -> AsyncGenerator[LlmResponse, None]:
+            self.turns += 1
+            parts = [types.Part(function_call=types.FunctionCall(
+                name="search", args={"query": "laptops"}, id=f"c{self.turns}-{i}")) for i in range(3)]
+            yield LlmResponse(content=types.Content(role="model", parts=parts))
+
+    model = Parallel()
+    runner = _runner(model, tally, LoopGuardPlugin(on_loop=["warn", "skip", "kill"]))
+    with capture_logs() as logs:
+        final = asyncio.run(_ask(runner, "find me a laptop"))
+    actions = [e["action"] for e in logs if e["event"] == "fuzeguard.loop_detected"]
+    assert actions == ["warn"] + ["warn"] * 3 + ["skip"] * 3 + ["kill"]
+    assert tally.total == 6 and model.turns == 4
+    assert final is not None and final.startswith("Stopped: the agent was looping")

@@ -87,6 +87,8 @@ class RunState:
         self._start = self._now()
         self._killed: Detection | None = None
         self._hits: dict[Hashable, int] = {}
+        # The turn in which each pattern last stepped its ladder, once turns are marked.
+        self._stepped: dict[Hashable, int] = {}
         self._detections = 0
         self._detections_by_layer: dict[str, int] = {}
         self._kept: deque[Detection] = deque(maxlen=MAX_KEPT_DETECTIONS)
@@ -259,7 +261,17 @@ class RunState:
             self._killed = decision.detection
 
     def _hit_count(self, key: Hashable) -> int:
-        return self._hits.get(key, 0)
+        """How many ladder steps a pattern has taken before this turn.
+
+        Once the run's turns are marked (``run.end_turn()`` at each model call, as the
+        integrations do), a pattern steps its ladder at most once per turn: the calls a model
+        sends together in one turn (parallel tool calls) share one step. A run whose turns are not
+        marked steps at every detection.
+        """
+        hits = self._hits.get(key, 0)
+        if self._turn > 1 and self._stepped.get(key) == self._turn:
+            return hits - 1
+        return hits
 
     def _note(self, decision: Decision) -> None:
         for detection in decision.detections:
@@ -269,6 +281,13 @@ class RunState:
             self._kept.append(detection)
             if detection.kind == "loop":
                 key = pattern_key(detection)
+                if self._turn > 1:  # turns are marked: one step per turn (``_hit_count``)
+                    stepped = self._stepped
+                    if stepped.get(key) == self._turn:
+                        continue
+                    stepped[key] = self._turn
+                    if len(stepped) > MAX_PATTERNS:
+                        del stepped[next(iter(stepped))]
                 hits = self._hits
                 hits[key] = hits.pop(key, 0) + 1  # re-insert: most recently seen last
                 if len(hits) > MAX_PATTERNS:

@@ -2,14 +2,15 @@
 
 Some frameworks give the integration no scope to wrap around an agent invocation, only a hook when
 it starts and one when it ends (an ADK runner's ``before_run`` / ``after_run``, Strands'
-``BeforeInvocationEvent`` / ``AfterInvocationEvent``), and hand every tool hook in between
-something that names the invocation (an id, the invocation's state). ``Invocations`` keeps, under
-that key, the run the start hook picked by ``_runs``' rules (the user's run if one is current, else a run
-of its own, a child of an invocation under way), current in the context the start hook ran in
-until the end hook closes it, so that an agent invoked inside (an agent called as a tool)
-gets a child run. The tool hooks judge each call in the run of its invocation, whatever context
-they run in, and keep a call that goes ahead under its call id (unique within the invocation) for
-the hook that sees its result.
+``BeforeInvocationEvent`` / ``AfterInvocationEvent``, Claude Code's ``UserPromptSubmit`` /
+``Stop``), and hand every tool hook in between something that names the invocation (an id, the
+invocation's state, the session). ``Invocations`` keeps, under that key, the run the start hook
+picked by ``_runs``' rules (the user's run if one is current, else a run of its own, a child of
+an invocation under way), current in the context the start hook ran in until the end hook closes
+it, so that an agent invoked inside (an agent called as a tool) gets a child run; hooks that all
+run in one context for many invocations start them with ``enter=False``. The tool hooks judge
+each call in the run of its invocation, whatever context they run in, and keep a call that goes
+ahead (or is skipped) under its call id for the hook that sees its result.
 """
 
 from __future__ import annotations
