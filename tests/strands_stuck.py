@@ -155,6 +155,31 @@ def nested() -> dict[str, Any]:
             "killed": [e["run_name"] for e in logs if e["event"] == "fuzeguard.run_killed"]}
 
 
+def parallel() -> dict[str, Any]:
+    """A model that sends the same search three times per turn, under the ladder."""
+    tally = Tally()
+
+    class Parallel(Scripted):
+        turns = 0
+
+        async def stream(self, messages: Any, *args: Any, **kwargs: Any) -> AsyncGenerator[Any, None]:
+            self.turns += 1
+            yield {"messageStart": {"role": "assistant"}}
+            for i in range(3):
+                use = {"name": "search", "toolUseId": f"c{self.turns}-{i}"}
+                yield {"contentBlockStart": {"start": {"toolUse": use}}}
+                yield {"contentBlockDelta": {"delta": {"toolUse": {"input": '{"query": "laptops"}'}}}}
+                yield {"contentBlockStop": {}}
+            yield {"messageStop": {"stopReason": "tool_use"}}
+
+    model = Parallel()
+    agent = _agent(model, tally, LoopGuard(on_loop=["warn", "skip", "kill"]))
+    with capture_logs() as logs:
+        text = str(agent("find me a laptop")).strip()
+    return {"text": text, "tool_runs": tally.total, "turns": model.turns,
+            "actions": [e["action"] for e in logs if e["event"] == "fuzeguard.loop_detected"]}
+
+
 def conversation() -> list[str]:
     """Four requests of one conversation, keyed as one run, each searching "laptops" once."""
     tally = Tally()
@@ -173,6 +198,7 @@ def main(out: str) -> None:
             "served": served(),
             "nested": nested(),
             "conversation": conversation(),
+            "parallel": parallel(),
         }
     with open(out, "w", encoding="utf-8") as f:
         json.dump(measured, f)

@@ -81,6 +81,15 @@ def test_a_conversation_keyed_as_one_run_carries_its_history_across_requests(
     assert texts[3].startswith("Stopped: the agent was looping")
 
 
+def test_parallel_calls_of_one_model_turn_take_one_step_of_the_ladder(
+    measured: dict[str, Any],
+) -> None:
+    found = measured["parallel"]
+    assert found["actions"] == ["warn"] + ["warn"] * 3 + ["skip"] * 3 + ["kill"]
+    assert found["tool_runs"] == 6 and found["turns"] == 4
+    assert found["text"].startswith("Stopped: the agent was looping")
+
+
 def test_the_docs_example_runs_and_prints_what_the_page_shows(strands_python: str, tmp_path: Path) -> None:
     code, shown = side_example(
         "# with strands (run by tests/test_integration_strands.py in its own environment)"
