@@ -17,7 +17,8 @@ run), and the tool calls of a subagent are judged in a child run of the prompt's
   detection, and the stats of the run it killed).
 
 Every ``PreToolUse`` hook input (the tool's name and arguments) is judged, whatever the tool:
-Claude Code's built-in tools, MCP tools and SDK tools alike. Install with
+Claude Code's built-in tools, MCP tools and SDK tools alike. Claude Code has no hook per model
+call, so turns are not marked: the ladder steps per call. Install with
 ``pip install 'fuzeguard[claude-agent-sdk]'``.
 """
 
