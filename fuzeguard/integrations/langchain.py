@@ -176,7 +176,7 @@ class LoopGuardMiddleware(AgentMiddleware):
 
         Done inside the model step rather than in a ``before_model`` hook with
         ``jump_to="end"``: a hook is one more graph step per turn, and under LangChain's
-        recursion limit of 25 that leaves the model 8 turns instead of 13.
+        recursion limit of 25 that leaves the model 8 turns instead of 12.
         """
         if self.exit_behavior == "continue":
             return None
