@@ -38,7 +38,7 @@ from crewai.hooks import (
 from fuzeguard._private.exceptions import LoopDetected
 from fuzeguard._private.run import Run
 from fuzeguard.integrations._calls import Outcome, ToolCalls, final_answer, stop_message, with_note
-from fuzeguard.integrations._runs import InvocationRuns, invocation, open_run, within
+from fuzeguard.integrations._runs import InvocationRuns, invocation, open_run, user_run, within
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -182,4 +182,10 @@ class LoopGuard:
 
     def before_llm_call(self, context: Any) -> bool | None:
         run = self._run_of(context, create=False)
-        return False if run is not None and run.killed is not None else None
+        if run is None:
+            return None
+        if run.killed is not None:
+            return False
+        if user_run() is None:
+            run.end_turn()  # a model turn of a run the guard keeps: the ladder steps once per turn
+        return None

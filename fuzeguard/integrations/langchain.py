@@ -169,6 +169,13 @@ class LoopGuardMiddleware(AgentMiddleware):
         final = self._final_if_killed(request.messages, request.state)
         return final if final is not None else await handler(request)
 
+    def _new_turn(self, state: Any) -> None:
+        """A model call starts a turn of the invocation's run: the ladder steps once per turn
+        for the tool calls it asks for together."""
+        run = self._run_of(state)
+        if run is not None:
+            run.end_turn()
+
     def _final_if_killed(self, messages: list[Any], state: Any) -> AIMessage | None:
         """After a tool step in which a call was killed, answer the model call with a final
         ``AIMessage`` (no tool calls: the agent ends there) instead of asking the model again,
@@ -178,6 +185,7 @@ class LoopGuardMiddleware(AgentMiddleware):
         ``jump_to="end"``: a hook is one more graph step per turn, and under LangChain's
         recursion limit of 25 that leaves the model 8 turns instead of 12.
         """
+        self._new_turn(state)
         if self.exit_behavior == "continue":
             return None
         for message in reversed(messages):

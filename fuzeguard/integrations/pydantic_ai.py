@@ -33,7 +33,7 @@ from pydantic_ai.toolsets.abstract import ToolsetTool
 
 from fuzeguard._private.exceptions import LoopDetected
 from fuzeguard.integrations._calls import ToolCalls, final_answer, with_note
-from fuzeguard.integrations._runs import InvocationRuns, invocation, open_run, within
+from fuzeguard.integrations._runs import InvocationRuns, invocation, invocation_run, open_run, within
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -99,6 +99,12 @@ class LoopGuard(AbstractCapability[Any]):
     async def wrap_run(self, ctx: RunContext[Any], *, handler: Any) -> AgentRunResult[Any]:
         with invocation("pydantic-ai-run"):
             return await handler()  # type: ignore[no-any-return]
+
+    async def before_model_request(self, ctx: RunContext[Any], request_context: Any) -> Any:
+        run = invocation_run()
+        if run is not None:
+            run.end_turn()  # the ladder steps once per model turn
+        return request_context
 
     async def on_run_error(self, ctx: RunContext[Any], *, error: BaseException) -> AgentRunResult[Any]:
         if isinstance(error, LoopDetected) and self.exit_behavior == "end":

@@ -112,6 +112,7 @@ class LoopGuard:
             previous = box[0]
             with invocation(name) as current:
                 box[0] = current
+                _new_turn(current)
                 try:
                     return run_agent(*args, **kwargs)
                 except LoopDetected as exc:
@@ -128,6 +129,8 @@ class LoopGuard:
         mine = user_run()
         current = mine if mine is not None else new_run(name)
         box[0] = current
+        if mine is None:
+            current.end_turn()  # as _new_turn: the guard's own run
         with within(current):
             steps = run_agent(*args, **kwargs)
         try:
@@ -149,12 +152,22 @@ class LoopGuard:
                 current.close()
 
 
+def _new_turn(run: Run) -> None:
+    """The agent's next step is a model turn of a run the guard opened: the ladder steps once
+    per turn for the tool calls it asks for together (a run the user opened is left alone)."""
+    if user_run() is None:
+        run.end_turn()
+
+
 def _stop_when_killed(box: list[Run | None]) -> Callable[..., None]:
     def stop(step: Any, agent: Any = None) -> None:
         run = box[0]
-        detection = None if run is None else run.killed
+        if run is None:
+            return
+        detection = run.killed
         if detection is not None:
-            raise LoopDetected(detection, run.stats())  # type: ignore[union-attr]
+            raise LoopDetected(detection, run.stats())
+        _new_turn(run)
 
     return stop
 
