@@ -135,7 +135,12 @@ class LoopGuard:
             return mine
         calling = _calling.get()
         owner = context.usage if calling is None else calling
-        return self.runs.kept(owner, "openai-agents-run") if create else self.runs.find(owner)
+        found = self.runs.find(owner)
+        if found is not None or not create:
+            return found
+        run = self.runs.kept(owner, "openai-agents-run")
+        run.end_turn()  # turns are marked from the first (see _EndOnKill): one ladder step per turn
+        return run
 
     def _before(self, data: ToolInputGuardrailData) -> ToolGuardrailFunctionOutput:
         context = data.context
@@ -190,6 +195,8 @@ class _EndOnKill:
         detection = None if run is None else run.killed
         if detection is not None:
             return ToolsToFinalOutputResult(is_final_output=True, final_output=final_answer(detection))
+        if run is not None and user_run() is None:
+            run.end_turn()  # a tool step is over: the model's next turn begins
         inner = self.inner
         if inner == "run_llm_again":
             return ToolsToFinalOutputResult(is_final_output=False, final_output=None)
