@@ -91,13 +91,10 @@ def invocation(name: str) -> Iterator[Run]:
         yield mine
         return
     run = new_run(name)
-    opened = _opened.set(run)
-    token = make_current(run)
     try:
-        yield run
+        with within(run):
+            yield run
     finally:
-        restore_current(token)
-        _opened.reset(opened)
         run.close()
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import threading
 import weakref
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from crewai.hooks import (
     register_after_tool_call_hook,
@@ -37,7 +37,15 @@ from crewai.hooks import (
 
 from fuzeguard._private.exceptions import LoopDetected
 from fuzeguard._private.run import Run
-from fuzeguard.integrations._calls import Outcome, ToolCalls, final_answer, stop_message, with_note
+from fuzeguard.integrations._calls import (
+    ExitBehavior,
+    Outcome,
+    ToolCalls,
+    final_answer,
+    stop_message,
+    with_note,
+)
+from fuzeguard.integrations._calls import exit_behavior as exit_behavior_of
 from fuzeguard.integrations._runs import InvocationRuns, invocation, open_run, user_run, within
 
 if TYPE_CHECKING:
@@ -46,7 +54,6 @@ if TYPE_CHECKING:
     from fuzeguard._private.options import ToolOptions
 
 _MAX_IN_FLIGHT = 1024
-ExitBehavior = Literal["end", "error"]
 # Calls being judged, by id of their tool_input dict (shared by every hook of one call): the guard
 # that judges each, so that a second registered guard leaves it alone.
 _claims: OrderedDict[int, tuple[Any, LoopGuard, Outcome | None]] = OrderedDict()
@@ -60,9 +67,7 @@ class LoopGuard:
     CrewAI's cache hides repeats from them)."""
 
     def __init__(self, *, exit_behavior: ExitBehavior = "end", **options: Unpack[ToolOptions]) -> None:
-        if exit_behavior not in ("end", "error"):
-            raise ValueError(f"exit_behavior must be 'end' or 'error', got {exit_behavior!r}")
-        self.exit_behavior = exit_behavior
+        self.exit_behavior = exit_behavior_of(exit_behavior)
         self.calls = ToolCalls(**options)
         self.runs = InvocationRuns()
 

@@ -42,6 +42,9 @@ from fuzeguard.integrations._calls import (
     final_answer,
     warning_note,
 )
+from fuzeguard.integrations._calls import (
+    exit_behavior as exit_behavior_of,
+)
 from fuzeguard.integrations._runs import MAX_KEYED_RUNS, new_run, user_run, within
 
 if TYPE_CHECKING:
@@ -72,11 +75,7 @@ class LoopGuardMiddleware(AgentMiddleware):
 
     def __init__(self, *, exit_behavior: ExitBehavior = "end", **options: Unpack[ToolOptions]) -> None:
         super().__init__()
-        if exit_behavior not in ("end", "error", "continue"):
-            raise ValueError(
-                f"exit_behavior must be 'end', 'error' or 'continue', got {exit_behavior!r}"
-            )
-        self.exit_behavior = exit_behavior
+        self.exit_behavior = exit_behavior_of(exit_behavior, ("end", "error", "continue"))
         self.calls = ToolCalls(**options)
         self._runs: OrderedDict[str, Run] = OrderedDict()  # the invocations under way, by id
         self._lock = threading.Lock()

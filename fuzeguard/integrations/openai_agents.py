@@ -29,7 +29,7 @@ import contextvars
 import json
 import threading
 import weakref
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from agents import Agent, FunctionTool, Handoff, ToolGuardrailFunctionOutput
 from agents.agent import ToolsToFinalOutputResult
@@ -42,11 +42,15 @@ from agents.tool_guardrails import (
 
 from fuzeguard._private.run import Run
 from fuzeguard.integrations._calls import (
+    ExitBehavior,
     Outcome,
     ToolCalls,
     final_answer,
     stop_message,
     with_note,
+)
+from fuzeguard.integrations._calls import (
+    exit_behavior as exit_behavior_of,
 )
 from fuzeguard.integrations._runs import InvocationRuns, adopt, user_run
 
@@ -55,7 +59,6 @@ if TYPE_CHECKING:
 
     from fuzeguard._private.options import ToolOptions
 
-ExitBehavior = Literal["end", "error"]
 # The ToolContext of the tool call the current task runs (set in the task that runs it): a
 # ``Runner.run`` started inside it is a nested invocation, whose run is kept for that call.
 _calling: contextvars.ContextVar[Any] = contextvars.ContextVar("fuzeguard_oai_call", default=None)
@@ -70,9 +73,7 @@ class LoopGuard:
     """
 
     def __init__(self, *, exit_behavior: ExitBehavior = "end", **options: Unpack[ToolOptions]) -> None:
-        if exit_behavior not in ("end", "error"):
-            raise ValueError(f"exit_behavior must be 'end' or 'error', got {exit_behavior!r}")
-        self.exit_behavior = exit_behavior
+        self.exit_behavior = exit_behavior_of(exit_behavior)
         self.calls = ToolCalls(**options)
         self.runs = InvocationRuns()
         # A call that goes ahead, by its ToolContext (the same object reaches both guardrails).

@@ -27,7 +27,7 @@ from __future__ import annotations
 import copy
 import functools
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from smolagents import Tool, tool
 from smolagents.memory import ActionStep, FinalAnswerStep
@@ -35,7 +35,8 @@ from smolagents.memory import ActionStep, FinalAnswerStep
 from fuzeguard._private.exceptions import LoopDetected
 from fuzeguard._private.guard import guard
 from fuzeguard._private.run import Run, current_run
-from fuzeguard.integrations._calls import ToolCalls, final_answer, stop_message, with_note
+from fuzeguard.integrations._calls import ExitBehavior, ToolCalls, final_answer, stop_message, with_note
+from fuzeguard.integrations._calls import exit_behavior as exit_behavior_of
 from fuzeguard.integrations._runs import invocation, new_run, user_run, within
 
 if TYPE_CHECKING:
@@ -43,7 +44,6 @@ if TYPE_CHECKING:
 
     from fuzeguard._private.options import GuardOptions, ToolOptions
 
-ExitBehavior = Literal["end", "error"]
 _MARK = "_fuzeguard_protected"
 
 
@@ -56,9 +56,7 @@ class LoopGuard:
     """
 
     def __init__(self, *, exit_behavior: ExitBehavior = "end", **options: Unpack[ToolOptions]) -> None:
-        if exit_behavior not in ("end", "error"):
-            raise ValueError(f"exit_behavior must be 'end' or 'error', got {exit_behavior!r}")
-        self.exit_behavior = exit_behavior
+        self.exit_behavior = exit_behavior_of(exit_behavior)
         self.calls = ToolCalls(**options)
 
     def protect(self, agent: Any) -> Any:
