@@ -55,8 +55,10 @@ async def main() -> dict[str, Any]:
 
 
 async def stateless_http() -> dict[str, Any]:
-    """FastMCP with stateless_http=True (a session per request) over streamable HTTP: one client
-    loops, another polls a job legitimately; the default session key keeps them apart."""
+    """FastMCP with stateless_http=True (a session per request, and mcp 1.x's client opens a
+    connection per request) over streamable HTTP: one client loops, another polls a job
+    legitimately; a ``session_key`` naming each client's conversation (a header it sends) keeps
+    them apart."""
     import socket
 
     import uvicorn
@@ -66,11 +68,15 @@ async def stateless_http() -> dict[str, Any]:
     tally = Tally()
     polls = {"n": 0}
     app = FastMCP("shop", stateless_http=True)
+
+    def user(ctx: Any) -> Any:
+        return ("user", ctx.request.headers.get("x-user"))
+
     for fn in tools(tally):
-        app.tool()(session_guard(fn, on_loop="kill"))
+        app.tool()(session_guard(fn, on_loop="kill", session_key=user))
 
     @app.tool()
-    @session_guard(on_loop="kill")
+    @session_guard(on_loop="kill", session_key=user)
     def get_job_status(job_id: str) -> str:
         """Get the status of an export job."""
         polls["n"] += 1
@@ -84,7 +90,8 @@ async def stateless_http() -> dict[str, Any]:
 
     async def client(name: str, args: dict[str, Any], calls: int) -> list[list[Any]]:
         seen: list[list[Any]] = []
-        async with streamablehttp_client(f"http://127.0.0.1:{port}/mcp") as (read, write, _), \
+        url = f"http://127.0.0.1:{port}/mcp"
+        async with streamablehttp_client(url, headers={"x-user": name}) as (read, write, _), \
                 ClientSession(read, write) as session:
             await session.initialize()
             for _ in range(calls):

@@ -20,6 +20,7 @@ from structlog.testing import capture_logs
 import fuzeguard
 from fuzeguard import LoopDetected, guard
 from fuzeguard.integrations.langchain import LoopGuardMiddleware
+from fuzeguard.testing import capture_detections
 from tests.stuck_agents import ACTIONS, VARIANTS, Tally, check_run, script, tools
 
 
@@ -263,3 +264,37 @@ def test_a_server_that_only_adds_the_middleware_keeps_concurrent_requests_apart(
         assert tally.total - 6 <= 5  # the looping request's tool runs
         later = asyncio.run(request("later"))
     assert later == "answer to later: 3 results for laptops"
+
+
+class ParallelModel(BaseChatModel):
+    """Asks for three identical searches at once, every turn."""
+
+    turns: int = 0
+
+    @property
+    def _llm_type(self) -> str:
+        return "parallel"
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> ParallelModel:  # type: ignore[override]
+        return self
+
+    def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None,
+                  **kwargs: Any) -> ChatResult:
+        self.turns += 1
+        calls = [{"name": "search", "args": {"query": "laptops"}, "id": f"c{self.turns}-{k}"}
+                 for k in range(3)]
+        return ChatResult(generations=[ChatGeneration(message=AIMessage("", tool_calls=calls))])
+
+
+def test_the_ladder_steps_once_per_model_turn_for_parallel_identical_calls() -> None:
+    tally = Tally()
+    model = ParallelModel()
+    guard_mw = LoopGuardMiddleware(on_loop=["warn", "skip", "kill"], on_detect=tally.on_detect)
+    agent = create_agent(model, tools(tally), middleware=[guard_mw])
+    with capture_logs(), capture_detections() as found:
+        state = agent.invoke({"messages": [("user", "find")]}, LIMIT)
+    loops = [d.action for d in found if d.kind == "loop"]
+    assert loops[:3] == ["warn", "warn", "warn"]  # turn 2's three calls: one step
+    assert loops[3:6] == ["skip", "skip", "skip"] and loops[6] == "kill"  # turns 3 and 4
+    assert tally.total == 6 and model.turns == 4
+    assert state["messages"][-1].content.startswith("Stopped: the agent was looping")

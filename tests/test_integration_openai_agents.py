@@ -269,3 +269,19 @@ def test_an_agent_used_as_a_tool_runs_in_a_child_run_of_the_calling_run() -> Non
     output = asyncio.run(main())
     assert tally.total == 3  # the helper's loop was ended inside the helper's run
     assert output.startswith("answer to find: Stopped: the agent was looping")
+
+
+def test_the_ladder_steps_once_per_model_turn_for_parallel_identical_calls() -> None:
+    tally = Tally()
+    found: list[Any] = []
+    guard = LoopGuard(on_loop=["warn", "skip", "kill"], on_detect=found.append)
+    agent = _server_agent(tally, guard, calls=3)
+
+    async def main() -> Any:
+        with capture_logs():
+            return (await Runner.run(agent, "loop")).final_output
+
+    output = asyncio.run(main())
+    loops = [d.action for d in found if d.kind == "loop"]
+    assert loops == ["warn"] * 3 + ["skip"] * 3 + ["kill"]
+    assert tally.total == 6 and output.startswith("Stopped: the agent was looping")

@@ -87,8 +87,11 @@ class RunState:
         self._start = self._now()
         self._killed: Detection | None = None
         self._hits: dict[Hashable, int] = {}
-        # The turn in which each pattern last stepped its ladder, once turns are marked.
-        self._stepped: dict[Hashable, int] = {}
+        # Once turns are marked (``end_turn``), the turn in which each pattern last stepped its
+        # ladder: the ladder steps once per model turn, so a batch of identical parallel calls
+        # the model sent at once is one step, not one per call.
+        self._turns_marked = False
+        self._hit_turns: dict[Hashable, int] = {}
         self._detections = 0
         self._detections_by_layer: dict[str, int] = {}
         self._kept: deque[Detection] = deque(maxlen=MAX_KEPT_DETECTIONS)
@@ -160,6 +163,7 @@ class RunState:
         """A new turn begins (lock held): here, or in another process sharing the run."""
         self._turn += 1
         self._turn_calls = 0
+        self._turns_marked = True
         self._outbox.append(TurnEnded(cast("Run", self), self._turn))
 
     def _spent(self, amount: float) -> None:
@@ -261,16 +265,9 @@ class RunState:
             self._killed = decision.detection
 
     def _hit_count(self, key: Hashable) -> int:
-        """How many ladder steps a pattern has taken before this turn.
-
-        Once the run's turns are marked (``run.end_turn()`` at each model call, as the
-        integrations do), a pattern steps its ladder at most once per turn: the calls a model
-        sends together in one turn (parallel tool calls) share one step. A run whose turns are not
-        marked steps at every detection.
-        """
         hits = self._hits.get(key, 0)
-        if self._turn > 1 and self._stepped.get(key) == self._turn:
-            return hits - 1
+        if hits and self._turns_marked and self._hit_turns.get(key) == self._turn:
+            return hits - 1  # it stepped in this turn already: this detection takes that step
         return hits
 
     def _note(self, decision: Decision) -> None:
@@ -281,13 +278,13 @@ class RunState:
             self._kept.append(detection)
             if detection.kind == "loop":
                 key = pattern_key(detection)
-                if self._turn > 1:  # turns are marked: one step per turn (``_hit_count``)
-                    stepped = self._stepped
-                    if stepped.get(key) == self._turn:
-                        continue
-                    stepped[key] = self._turn
-                    if len(stepped) > MAX_PATTERNS:
-                        del stepped[next(iter(stepped))]
+                if self._turns_marked:
+                    turns = self._hit_turns
+                    if turns.get(key) == self._turn:
+                        continue  # this pattern already stepped its ladder in this turn
+                    turns[key] = self._turn
+                    if len(turns) > MAX_PATTERNS:
+                        del turns[next(iter(turns))]
                 hits = self._hits
                 hits[key] = hits.pop(key, 0) + 1  # re-insert: most recently seen last
                 if len(hits) > MAX_PATTERNS:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from fuzeguard._private.exceptions import LoopDetected
 from fuzeguard._private.guard import Guard, Pending, Skipped, guard
@@ -85,6 +85,18 @@ class Outcome:
     def fail(self, error: BaseException) -> None:
         if self.pending is not None:
             self.pending.fail(error)
+
+
+ExitBehavior = Literal["end", "error"]
+
+
+def exit_behavior(value: str, allowed: tuple[str, ...] = ("end", "error")) -> str:
+    """``value`` checked as an integration's ``exit_behavior`` (``"end"``: the final answer;
+    ``"error"``: raise the kill's ``LoopDetected``)."""
+    if value not in allowed:
+        names = ", ".join(repr(a) for a in allowed[:-1]) + f" or {allowed[-1]!r}"
+        raise ValueError(f"exit_behavior must be {names}, got {value!r}")
+    return value
 
 
 def warning_note(detection: Detection) -> str:

@@ -56,6 +56,15 @@ def user_run() -> Run | None:
     return None if top is _opened.get() else top
 
 
+def invocation_run() -> Run | None:
+    """The run the innermost invocation under way here opened, when it is current (None when
+    the calls are judged in a run the user opened): the run whose model turns the integration
+    marks with ``run.end_turn()``."""
+    stack = _current.get()
+    opened = _opened.get()
+    return opened if stack and stack[-1] is opened else None
+
+
 def open_run() -> Run | None:
     """The run current here (the user's or an invocation's), or None when no run is open."""
     stack = _current.get()
@@ -82,13 +91,10 @@ def invocation(name: str) -> Iterator[Run]:
         yield mine
         return
     run = new_run(name)
-    opened = _opened.set(run)
-    token = make_current(run)
     try:
-        yield run
+        with within(run):
+            yield run
     finally:
-        restore_current(token)
-        _opened.reset(opened)
         run.close()
 
 

@@ -14,7 +14,7 @@ your own middleware to that list as you like; the tools are not touched):
   stopped. With ``exit_behavior="error"`` that model call raises ``LoopDetected`` out of
   ``agent.run`` instead.
 
-Each model call also ends a turn of the run (``max_calls_per_turn`` counts per model turn). A
+Each model call ends a turn of a run the invocation opened (the ladder steps once per turn). A
 streaming run (``agent.run(..., stream=True)``, as ``agent.as_tool()`` makes) keeps its run current
 where it is consumed until the stream's cleanup. Install with ``pip install 'fuzeguard[agent-framework]'``.
 """
@@ -22,7 +22,7 @@ where it is consumed until the stream's cleanup. Install with ``pip install 'fuz
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from agent_framework import (
     AgentContext,
@@ -40,15 +40,21 @@ from agent_framework import (
 
 from fuzeguard._private.exceptions import LoopDetected
 from fuzeguard._private.run import current_run, make_current, restore_current
-from fuzeguard.integrations._calls import ToolCalls, final_answer, stop_message, warning_note
-from fuzeguard.integrations._runs import _opened, invocation, new_run, user_run
+from fuzeguard.integrations._calls import (
+    ExitBehavior,
+    ToolCalls,
+    final_answer,
+    stop_message,
+    warning_note,
+)
+from fuzeguard.integrations._calls import exit_behavior as exit_behavior_of
+from fuzeguard.integrations._runs import _opened, invocation, invocation_run, new_run, user_run
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
     from fuzeguard._private.options import ToolOptions
 
-ExitBehavior = Literal["end", "error"]
 Next = Callable[[], Awaitable[None]]
 
 
@@ -63,12 +69,10 @@ class LoopGuard:
     """
 
     def __init__(self, *, exit_behavior: ExitBehavior = "end", **options: Unpack[ToolOptions]) -> None:
-        if exit_behavior not in ("end", "error"):
-            raise ValueError(f"exit_behavior must be 'end' or 'error', got {exit_behavior!r}")
-        self.exit_behavior = exit_behavior
+        self.exit_behavior = exit_behavior_of(exit_behavior)
         self.calls = ToolCalls(**options)
         self.middleware: list[AgentMiddleware | FunctionMiddleware | ChatMiddleware] = [
-            _Runs(), _Tools(self.calls), _Ending(exit_behavior)
+            _Runs(), _Tools(self.calls), _Ending(self.exit_behavior)
         ]
 
 
@@ -134,14 +138,15 @@ class _Tools(FunctionMiddleware):
 class _Ending(ChatMiddleware):
     """Ends a killed invocation at its next model call; each model call is a new turn."""
 
-    def __init__(self, exit_behavior: ExitBehavior) -> None:
+    def __init__(self, exit_behavior: str) -> None:
         self.exit_behavior = exit_behavior
 
     async def process(self, context: ChatContext, call_next: Next) -> None:
         run = current_run()
         detection = run.killed
         if detection is None:
-            run.end_turn()
+            if run is invocation_run():  # the model turns of a run the invocation opened
+                run.end_turn()
             await call_next()
             return
         if self.exit_behavior == "error":

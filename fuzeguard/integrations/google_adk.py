@@ -15,6 +15,7 @@ agent called through ``AgentTool`` gets a child run.
   is the ``LoopDetected`` of the session's last killed invocation (ADK wraps an exception raised
   in a plugin in a ``RuntimeError``, so the plugin does not raise it).
 
+Each model call ends a turn of a run the invocation opened (the ladder steps once per turn).
 Install with ``pip install 'fuzeguard[google-adk]'``.
 """
 
@@ -126,10 +127,12 @@ class LoopGuardPlugin(BasePlugin):
         self, *, callback_context: CallbackContext, llm_request: LlmRequest
     ) -> LlmResponse | None:
         """A new model turn; after a kill, the final answer instead of asking the model."""
-        run = self._invocations.get(callback_context.invocation_id).run
+        invocation = self._invocations.get(callback_context.invocation_id)
+        run = invocation.run
         detection = run.killed
         if detection is None:
-            run.end_turn()
+            if invocation.owned:  # the model turns of a run the invocation opened
+                run.end_turn()
             return None
         with self._lock:
             self._killed[callback_context.session.id] = LoopDetected(detection, run.stats())

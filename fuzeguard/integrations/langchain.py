@@ -42,6 +42,9 @@ from fuzeguard.integrations._calls import (
     final_answer,
     warning_note,
 )
+from fuzeguard.integrations._calls import (
+    exit_behavior as exit_behavior_of,
+)
 from fuzeguard.integrations._runs import MAX_KEYED_RUNS, new_run, user_run, within
 
 if TYPE_CHECKING:
@@ -72,11 +75,7 @@ class LoopGuardMiddleware(AgentMiddleware):
 
     def __init__(self, *, exit_behavior: ExitBehavior = "end", **options: Unpack[ToolOptions]) -> None:
         super().__init__()
-        if exit_behavior not in ("end", "error", "continue"):
-            raise ValueError(
-                f"exit_behavior must be 'end', 'error' or 'continue', got {exit_behavior!r}"
-            )
-        self.exit_behavior = exit_behavior
+        self.exit_behavior = exit_behavior_of(exit_behavior, ("end", "error", "continue"))
         self.calls = ToolCalls(**options)
         self._runs: OrderedDict[str, Run] = OrderedDict()  # the invocations under way, by id
         self._lock = threading.Lock()
@@ -169,6 +168,13 @@ class LoopGuardMiddleware(AgentMiddleware):
         final = self._final_if_killed(request.messages, request.state)
         return final if final is not None else await handler(request)
 
+    def _new_turn(self, state: Any) -> None:
+        """A model call starts a turn of the invocation's run: the ladder steps once per turn
+        for the tool calls it asks for together."""
+        run = self._run_of(state)
+        if run is not None:
+            run.end_turn()
+
     def _final_if_killed(self, messages: list[Any], state: Any) -> AIMessage | None:
         """After a tool step in which a call was killed, answer the model call with a final
         ``AIMessage`` (no tool calls: the agent ends there) instead of asking the model again,
@@ -176,8 +182,9 @@ class LoopGuardMiddleware(AgentMiddleware):
 
         Done inside the model step rather than in a ``before_model`` hook with
         ``jump_to="end"``: a hook is one more graph step per turn, and under LangChain's
-        recursion limit of 25 that leaves the model 8 turns instead of 13.
+        recursion limit of 25 that leaves the model 8 turns instead of 12.
         """
+        self._new_turn(state)
         if self.exit_behavior == "continue":
             return None
         for message in reversed(messages):

@@ -21,8 +21,9 @@ version: a session or conversation header when the client sends one (``mcp-sessi
 ``x-conversation-id``, ``x-session-id``), else the SSE transport's ``session_id``, else the
 client's HTTP connection (its address and port: mcp 2.x's default client negotiates a protocol
 without sessions, and stateless HTTP has none; logged once as ``fuzeguard.mcp_session_by_connection``,
-advising a header or a ``session_key``), else the connection's session object (stdio, mcp 1.x
-sessions), and only when none of these exists the process (logged once as
+advising a header or a ``session_key``; mcp 1.x's client opens a connection per request under
+``stateless_http=True``, so there a header or a ``session_key`` is needed), else the connection's
+session object (stdio, mcp 1.x sessions), and only when none of these exists the process (logged once as
 ``fuzeguard.mcp_session_per_process``).
 
 Install with ``pip install 'fuzeguard[mcp]'``.

@@ -29,7 +29,7 @@ import contextvars
 import json
 import threading
 import weakref
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from agents import Agent, FunctionTool, Handoff, ToolGuardrailFunctionOutput
 from agents.agent import ToolsToFinalOutputResult
@@ -42,11 +42,15 @@ from agents.tool_guardrails import (
 
 from fuzeguard._private.run import Run
 from fuzeguard.integrations._calls import (
+    ExitBehavior,
     Outcome,
     ToolCalls,
     final_answer,
     stop_message,
     with_note,
+)
+from fuzeguard.integrations._calls import (
+    exit_behavior as exit_behavior_of,
 )
 from fuzeguard.integrations._runs import InvocationRuns, adopt, user_run
 
@@ -55,7 +59,6 @@ if TYPE_CHECKING:
 
     from fuzeguard._private.options import ToolOptions
 
-ExitBehavior = Literal["end", "error"]
 # The ToolContext of the tool call the current task runs (set in the task that runs it): a
 # ``Runner.run`` started inside it is a nested invocation, whose run is kept for that call.
 _calling: contextvars.ContextVar[Any] = contextvars.ContextVar("fuzeguard_oai_call", default=None)
@@ -70,9 +73,7 @@ class LoopGuard:
     """
 
     def __init__(self, *, exit_behavior: ExitBehavior = "end", **options: Unpack[ToolOptions]) -> None:
-        if exit_behavior not in ("end", "error"):
-            raise ValueError(f"exit_behavior must be 'end' or 'error', got {exit_behavior!r}")
-        self.exit_behavior = exit_behavior
+        self.exit_behavior = exit_behavior_of(exit_behavior)
         self.calls = ToolCalls(**options)
         self.runs = InvocationRuns()
         # A call that goes ahead, by its ToolContext (the same object reaches both guardrails).
@@ -135,7 +136,12 @@ class LoopGuard:
             return mine
         calling = _calling.get()
         owner = context.usage if calling is None else calling
-        return self.runs.kept(owner, "openai-agents-run") if create else self.runs.find(owner)
+        found = self.runs.find(owner)
+        if found is not None or not create:
+            return found
+        run = self.runs.kept(owner, "openai-agents-run")
+        run.end_turn()  # turns are marked from the first (see _EndOnKill): one ladder step per turn
+        return run
 
     def _before(self, data: ToolInputGuardrailData) -> ToolGuardrailFunctionOutput:
         context = data.context
@@ -190,6 +196,8 @@ class _EndOnKill:
         detection = None if run is None else run.killed
         if detection is not None:
             return ToolsToFinalOutputResult(is_final_output=True, final_output=final_answer(detection))
+        if run is not None and user_run() is None:
+            run.end_turn()  # a tool step is over: the model's next turn begins
         inner = self.inner
         if inner == "run_llm_again":
             return ToolsToFinalOutputResult(is_final_output=False, final_output=None)

@@ -23,7 +23,7 @@ Install with ``pip install 'fuzeguard[pydantic-ai]'``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from pydantic_ai import RunContext
 from pydantic_ai.capabilities import AbstractCapability
@@ -32,15 +32,15 @@ from pydantic_ai.toolsets import AbstractToolset, WrapperToolset
 from pydantic_ai.toolsets.abstract import ToolsetTool
 
 from fuzeguard._private.exceptions import LoopDetected
-from fuzeguard.integrations._calls import ToolCalls, final_answer, with_note
-from fuzeguard.integrations._runs import InvocationRuns, invocation, open_run, within
+from fuzeguard.integrations._calls import ExitBehavior, ToolCalls, final_answer, with_note
+from fuzeguard.integrations._calls import exit_behavior as exit_behavior_of
+from fuzeguard.integrations._runs import InvocationRuns, invocation, invocation_run, open_run, within
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
     from fuzeguard._private.options import ToolOptions
 
-ExitBehavior = Literal["end", "error"]
 
 
 @dataclass
@@ -88,9 +88,7 @@ class LoopGuard(AbstractCapability[Any]):
     """
 
     def __init__(self, *, exit_behavior: ExitBehavior = "end", **options: Unpack[ToolOptions]) -> None:
-        if exit_behavior not in ("end", "error"):
-            raise ValueError(f"exit_behavior must be 'end' or 'error', got {exit_behavior!r}")
-        self.exit_behavior = exit_behavior
+        self.exit_behavior = exit_behavior_of(exit_behavior)
         self.calls = ToolCalls(**options)
 
     def get_wrapper_toolset(self, toolset: AbstractToolset[Any]) -> AbstractToolset[Any] | None:
@@ -99,6 +97,12 @@ class LoopGuard(AbstractCapability[Any]):
     async def wrap_run(self, ctx: RunContext[Any], *, handler: Any) -> AgentRunResult[Any]:
         with invocation("pydantic-ai-run"):
             return await handler()  # type: ignore[no-any-return]
+
+    async def before_model_request(self, ctx: RunContext[Any], request_context: Any) -> Any:
+        run = invocation_run()
+        if run is not None:
+            run.end_turn()  # the ladder steps once per model turn
+        return request_context
 
     async def on_run_error(self, ctx: RunContext[Any], *, error: BaseException) -> AgentRunResult[Any]:
         if isinstance(error, LoopDetected) and self.exit_behavior == "end":

@@ -27,7 +27,7 @@ from __future__ import annotations
 import copy
 import functools
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from smolagents import Tool, tool
 from smolagents.memory import ActionStep, FinalAnswerStep
@@ -35,7 +35,8 @@ from smolagents.memory import ActionStep, FinalAnswerStep
 from fuzeguard._private.exceptions import LoopDetected
 from fuzeguard._private.guard import guard
 from fuzeguard._private.run import Run, current_run
-from fuzeguard.integrations._calls import ToolCalls, final_answer, stop_message, with_note
+from fuzeguard.integrations._calls import ExitBehavior, ToolCalls, final_answer, stop_message, with_note
+from fuzeguard.integrations._calls import exit_behavior as exit_behavior_of
 from fuzeguard.integrations._runs import invocation, new_run, user_run, within
 
 if TYPE_CHECKING:
@@ -43,7 +44,6 @@ if TYPE_CHECKING:
 
     from fuzeguard._private.options import GuardOptions, ToolOptions
 
-ExitBehavior = Literal["end", "error"]
 _MARK = "_fuzeguard_protected"
 
 
@@ -56,9 +56,7 @@ class LoopGuard:
     """
 
     def __init__(self, *, exit_behavior: ExitBehavior = "end", **options: Unpack[ToolOptions]) -> None:
-        if exit_behavior not in ("end", "error"):
-            raise ValueError(f"exit_behavior must be 'end' or 'error', got {exit_behavior!r}")
-        self.exit_behavior = exit_behavior
+        self.exit_behavior = exit_behavior_of(exit_behavior)
         self.calls = ToolCalls(**options)
 
     def protect(self, agent: Any) -> Any:
@@ -112,6 +110,7 @@ class LoopGuard:
             previous = box[0]
             with invocation(name) as current:
                 box[0] = current
+                _new_turn(current)
                 try:
                     return run_agent(*args, **kwargs)
                 except LoopDetected as exc:
@@ -128,6 +127,8 @@ class LoopGuard:
         mine = user_run()
         current = mine if mine is not None else new_run(name)
         box[0] = current
+        if mine is None:
+            current.end_turn()  # as _new_turn: the guard's own run
         with within(current):
             steps = run_agent(*args, **kwargs)
         try:
@@ -149,12 +150,22 @@ class LoopGuard:
                 current.close()
 
 
+def _new_turn(run: Run) -> None:
+    """The agent's next step is a model turn of a run the guard opened: the ladder steps once
+    per turn for the tool calls it asks for together (a run the user opened is left alone)."""
+    if user_run() is None:
+        run.end_turn()
+
+
 def _stop_when_killed(box: list[Run | None]) -> Callable[..., None]:
     def stop(step: Any, agent: Any = None) -> None:
         run = box[0]
-        detection = None if run is None else run.killed
+        if run is None:
+            return
+        detection = run.killed
         if detection is not None:
-            raise LoopDetected(detection, run.stats())  # type: ignore[union-attr]
+            raise LoopDetected(detection, run.stats())
+        _new_turn(run)
 
     return stop
 

@@ -14,7 +14,7 @@ another (an agent as a tool) gets a child run, when it has the same hooks.
   final answer the application can show. ``result.state["loop_detected"]`` is the
   ``LoopDetected`` (the detection, and the stats of the run it killed).
 
-Each model call also ends a turn of the run (``max_calls_per_turn`` counts per model turn).
+Each model call ends a turn of a run the invocation opened (the ladder steps once per turn).
 Install with ``pip install 'fuzeguard[strands]'``.
 """
 
@@ -76,7 +76,9 @@ class LoopGuard:
         self._invocations.end(id(event.invocation_state))
 
     def _model_call(self, event: BeforeModelCallEvent) -> None:
-        self._invocation(event.invocation_state).run.end_turn()
+        invocation = self._invocation(event.invocation_state)
+        if invocation.owned:  # the model turns of a run the invocation opened
+            invocation.run.end_turn()
 
     def _before_tool(self, event: BeforeToolCallEvent) -> None:
         use = event.tool_use
