@@ -166,3 +166,23 @@ def test_a_repeat_after_other_work_brought_something_new_runs_again() -> None:
         read("new-file.txt")
         search("laptops")
     assert len(ran) == 4
+
+
+def test_a_skip_only_search_that_keeps_finding_nothing_is_ended_within_ten_tool_runs() -> None:
+    """New queries, each answered "No results found.": the skipped call stays a search in the
+    history, so the stale run goes on, and two skips that did not help end the run."""
+    ran: list[str] = []
+
+    @guard(on_loop="skip")
+    def search(query: str) -> str:
+        ran.append(query)
+        return "No results found."
+
+    with capture_detections() as found, fuzeguard.run() as run:
+        for i in range(50):
+            try:
+                search(f"laptop {i}")
+            except LoopDetected:
+                break
+    assert run.killed is not None and len(ran) <= 10
+    assert [d.action for d in found if d.kind == "loop"] == ["skip", "skip", "kill"]

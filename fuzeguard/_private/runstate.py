@@ -320,6 +320,7 @@ class RunState:
             start=self._now() - self._start,
             duration=0.0,
             features={} if model is None or model.in_flight else model.features,
+            kind=call.kind,  # a skipped search is a search: "other" with new arguments is news
         )
         self._append(record)
 
