@@ -78,6 +78,12 @@ def test_each_client_session_has_its_own_run(measured: dict[str, Any]) -> None:
     assert measured["two sessions"]["total"] == 6
 
 
+def test_a_warning_reaches_the_client_as_a_note_on_the_result(measured: dict[str, Any]) -> None:
+    seen = measured["warn/same"]["seen"]
+    assert seen[1] == [False, "3 results for laptops"]
+    assert seen[3][1].startswith("3 results for laptops\n\n[fuzeguard warning] You called `search`")
+
+
 def test_stateless_http_keeps_a_looping_client_and_a_polling_client_apart(
     measured: dict[str, Any],
 ) -> None:

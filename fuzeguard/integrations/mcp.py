@@ -42,11 +42,11 @@ from collections.abc import Awaitable, Callable, Hashable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from fuzeguard._private.exceptions import LoopDetected
-from fuzeguard._private.guard import guard
+from fuzeguard._private.guard import Guard, Pending, Skipped, guard
 from fuzeguard._private.log import emit
 from fuzeguard._private.records import Detection
 from fuzeguard._private.run import Run, make_current, restore_current
-from fuzeguard.integrations._calls import ToolCalls, stop_message, warning_note
+from fuzeguard.integrations._calls import ToolCalls, stop_message, warning_note, with_note
 from fuzeguard.integrations._runs import KeyedRuns
 
 if TYPE_CHECKING:
@@ -226,6 +226,12 @@ def _leave(token: contextvars.Token[tuple[Run, ...]] | None) -> None:
         restore_current(token)
 
 
+def _with_warning(result: Any, started: Pending) -> Any:
+    """A warned call's text result with the warning note for the model."""
+    decision = started.decision
+    return with_note(result, decision.detection if decision.action == "warn" else None)
+
+
 def _tool_error(exc: LoopDetected) -> Exception:
     """FastMCP's ``ToolError`` with the stop message (its text reaches the client)."""
     try:
@@ -268,13 +274,24 @@ def session_guard(
 
     def decorate(f: F) -> F:
         guarded = guard(f, **options)
+        checks: Guard = guarded.guard  # type: ignore[attr-defined]
         wrapper: Callable[..., Any]
         if inspect.iscoroutinefunction(f):
 
             async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
                 token = _enter(_session_run(key_of))
                 try:
-                    return await guarded(*args, **kwargs)
+                    started = checks.begin(args, kwargs)
+                    if started is None or isinstance(started, Skipped):
+                        return await f(*args, **kwargs) if started is None else started.value
+                    started.enter()
+                    try:
+                        result = await f(*args, **kwargs)
+                    except BaseException as exc:
+                        started.fail(exc)
+                        raise
+                    started.done(result)
+                    return _with_warning(result, started)
                 except LoopDetected as exc:
                     raise _tool_error(exc) from exc
                 finally:
@@ -286,7 +303,17 @@ def session_guard(
             def sync_wrapper(*args: Any, **kwargs: Any) -> Any:
                 token = _enter(_session_run(key_of))
                 try:
-                    return guarded(*args, **kwargs)
+                    started = checks.begin(args, kwargs)
+                    if started is None or isinstance(started, Skipped):
+                        return f(*args, **kwargs) if started is None else started.value
+                    started.enter()
+                    try:
+                        result = f(*args, **kwargs)
+                    except BaseException as exc:
+                        started.fail(exc)
+                        raise
+                    started.done(result)
+                    return _with_warning(result, started)
                 except LoopDetected as exc:
                     raise _tool_error(exc) from exc
                 finally:
