@@ -233,3 +233,24 @@ def test_detection_carries_everything_the_spec_lists() -> None:
     )
     assert "`search`" in d.message and "try different arguments" in d.message
     assert "Detection(layer='dedup'" in repr(d)
+
+
+def test_once_turns_are_marked_the_ladder_steps_once_per_turn_for_a_pattern() -> None:
+    tool, ran = counted(on_loop=["warn", "skip", "kill"])
+    with capture_detections() as found, fuzeguard.run() as run:
+        run.end_turn()
+        first = repeat(tool, 6)  # one model turn asking for six identical calls
+        run.end_turn()
+        second = repeat(tool, 1)
+        run.end_turn()
+        third = repeat(tool, 1)
+    assert [d.action for d in found] == ["warn", "warn", "warn", "skip", "kill"]
+    assert first == ["results"] * 6 and len(ran) == 6
+    assert str(second[0]).startswith("You called") and isinstance(third[0], LoopDetected)
+
+
+def test_without_marked_turns_the_ladder_steps_at_every_repeat() -> None:
+    tool, _ = counted(on_loop=["warn", "skip", "kill"])
+    with capture_detections() as found, fuzeguard.run():
+        repeat(tool, 6)
+    assert [d.action for d in found] == ["warn", "skip", "kill"]
