@@ -59,8 +59,8 @@ def test_skip_returns_the_message_instead_of_calling() -> None:
         out = repeat(tool, 5)
     assert len(ran) == 2
     assert out[2].startswith("You called `search` with the same arguments 3 times")
-    assert r.stats().skipped == 3
-    assert r.stats().calls == 2
+    assert r.stats().skipped == 2  # skipping twice did not help: the 5th call ends the run
+    assert r.stats().calls == 2 and r.stats().killed
 
 
 def test_skip_value_replaces_the_message() -> None:
@@ -244,7 +244,7 @@ def test_once_turns_are_marked_the_ladder_steps_once_per_turn_for_a_pattern() ->
         second = repeat(tool, 1)
         run.end_turn()
         third = repeat(tool, 1)
-    assert [d.action for d in found] == ["warn", "warn", "warn", "skip", "kill"]
+    assert [d.action for d in found] == ["warn", "warn", "warn", "warn", "skip", "kill"]
     assert first == ["results"] * 6 and len(ran) == 6
     assert str(second[0]).startswith("You called") and isinstance(third[0], LoopDetected)
 
