@@ -1,4 +1,4 @@
-"""The ``fuze`` command: ``fuze demo``, ``fuze check`` and ``fuze replay``.
+"""The ``fuze`` command: ``fuze demo``, ``fuze check``, ``fuze replay`` and ``fuze report``.
 
 Exit status: 0 when the command ran (whatever it found), 1 when ``--fail-on-detect`` was given and
 a replayed trace had detections, 2 for usage and configuration errors.
@@ -44,6 +44,7 @@ examples:
                                                 what a candidate config would have caught
   fuze replay traces/*.jsonl --format json --fail-on-detect
                                                 a CI gate over recorded traces
+  fuze report traces/run.jsonl --html run.html  why a run was stopped, with a picture
 
 Record traces with trace = "traces/" in fuze.toml, FUZE_TRACE=traces/ or
 fuzeguard.run(..., trace="traces/"). See docs/cli.md, docs/tracing.md, docs/tuning.md.
@@ -78,6 +79,22 @@ examples:
   fuze replay traces/ --config fuze.candidate.toml --env production
   fuze replay run.jsonl --format json | jq -r .layer | sort | uniq -c
   fuze replay traces/ --fail-on-detect             exit 1 if anything would fire
+"""
+
+
+_REPORT_EPILOG = """\
+For each run recorded in the traces: which layer stopped it and why, the repeated
+calls with their arguments (redacted as traces are), calls and cost spent and saved,
+and the fuze.toml lines that would change the outcome. The traces are replayed under
+the config (as fuze replay does): nothing is executed.
+
+--html PATH writes one self-contained page (no script, no network) with a timeline
+picture of each run: calls along time, one lane per tool, warnings, skips, errors
+and the kill marked, and each call linked to the earlier call it repeats.
+
+examples:
+  fuze report traces/20261124T040900Z-e5ff927b121d.jsonl
+  fuze report traces/ --config fuze.toml --html report.html
 """
 
 
@@ -140,6 +157,23 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument("--ignore-code-settings", action="store_true",
                      help="ignore settings the traced code passed to guard()/run(): "
                      "let the config alone decide")
+    rpt = sub.add_parser(
+        "report",
+        help="why recorded runs were stopped: the evidence and what to change (text, --html)",
+        description="Replay recorded traces and report, for each run, why it was stopped.",
+        epilog=_REPORT_EPILOG,
+        formatter_class=fmt,
+    )
+    rpt.add_argument("traces", nargs="+", metavar="TRACE",
+                     help="trace files (JSON Lines), directories of them, or - for stdin")
+    rpt.add_argument("--config", metavar="PATH",
+                     help="config to replay under (default: the discovered one)")
+    rpt.add_argument("--env", metavar="NAME",
+                     help="environment overlay fuze.NAME.toml (default: $FUZE_ENV)")
+    rpt.add_argument("--html", metavar="PATH",
+                     help="also write the report as one HTML page with a picture of each run")
+    rpt.add_argument("--ignore-code-settings", action="store_true",
+                     help="ignore settings the traced code passed to guard()/run()")
     progress = rep.add_mutually_exclusive_group()
     progress.add_argument("--progress", dest="progress", action="store_true", default=None,
                           help="always show the progress bar (on stderr)")
@@ -176,6 +210,9 @@ def _main(argv: Sequence[str] | None) -> int:
         return EXIT_USAGE
     if args.command == "check":
         return check(args.path, env=args.env)
+    if args.command == "report":
+        return report(args.traces, config_path=args.config, env=args.env, html=args.html,
+                      use_code_settings=not args.ignore_code_settings)
     return replay(
         args.traces,
         config_path=args.config,
@@ -473,3 +510,64 @@ def _print_trace(out: TextIO, summary: TraceSummary) -> None:
     if summary.not_evaluated:
         print(f"  {summary.not_evaluated:,} later call{_s(summary.not_evaluated)} not evaluated "
               "(their run was already killed)", file=out)
+
+
+# --------------------------------------------------------------------------- report
+
+
+def report(
+    paths: Sequence[str],
+    *,
+    config_path: str | None = None,
+    env: str | None = None,
+    html: str | None = None,
+    use_code_settings: bool = True,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+) -> int:
+    """``fuze report``: the stop report of each run in the traces; returns the exit status."""
+    from fuzeguard._private.report import trace_reports
+    from fuzeguard._private.report_html import page
+
+    out = out or sys.stdout
+    err = err or sys.stderr
+    try:
+        config = Config.load(config_path, env=env)
+    except ConfigError as exc:
+        print(f"fuze report: {exc}", file=err)
+        return EXIT_USAGE
+    files = list(trace_files(paths))
+    missing = [p for p in files if p != "-" and (not os.path.exists(p) or os.path.isdir(p))]
+    for p in missing:
+        print(f"fuze report: no such trace file: {p}", file=err)
+    if missing:
+        return EXIT_USAGE
+    if not files:
+        print("fuze report: no .jsonl traces found in " + ", ".join(paths), file=err)
+        return EXIT_USAGE
+
+    def on_problem(problem: Problem) -> None:
+        print(f"fuze report: {problem}", file=err)
+
+    try:
+        reports = trace_reports(files, config, use_code_settings=use_code_settings,
+                                on_problem=on_problem)
+    except OSError as exc:
+        if isinstance(exc, BrokenPipeError):
+            raise
+        print(f"fuze report: cannot read a trace: {exc.strerror or exc}", file=err)
+        return EXIT_USAGE
+    for i, item in enumerate(reports):
+        if i:
+            out.write("\n")
+        out.write(item.text())
+    if html is not None:
+        title = "fuzeguard report: " + ", ".join(files) if len(files) <= 3 else (
+            f"fuzeguard report: {len(files)} traces")
+        try:
+            Path(html).write_text(page(reports, title), encoding="utf-8")
+        except OSError as exc:
+            print(f"fuze report: cannot write {html}: {exc.strerror or exc}", file=err)
+            return EXIT_USAGE
+        print(f"fuze report: wrote {html}", file=err)
+    return EXIT_OK

@@ -142,7 +142,7 @@ class Guard:
             assert decision.detection is not None
             return Skipped(_replacement(plan, decision.detection, run))
         assert decision.detection is not None
-        raise LoopDetected(decision.detection, run.stats())
+        raise LoopDetected(decision.detection, run.stats(), run)
 
 
 def _replacement(plan: Plan, detection: Detection, run: Run) -> Any:
@@ -414,7 +414,7 @@ class Stream:
         p.decision = watch.decision
         if decision.action == "kill":
             assert decision.detection is not None
-            raise LoopDetected(decision.detection, p.run.stats())
+            raise LoopDetected(decision.detection, p.run.stats(), p.run)
         return decision.action == "skip"
 
     def done(self) -> None:

@@ -320,6 +320,8 @@ class _RunReplay:
         self.killed: Detection | None = None
         self.run.subscribe(self._detected, Detected)
         self.run.subscribe(self._killed, RunKilled)
+        if replayer.on_run is not None:
+            replayer.on_run(self.run)
 
     def _detected(self, event: Detected) -> None:
         self.found.append(event.decision)
@@ -370,6 +372,8 @@ class Replayer:
     decides (for tuning keys that code sets). ``keep`` bounds how many detections each summary
     keeps (None: all), so that a huge trace full of detections replays in bounded memory.
     ``max_line`` is the longest line read, in characters (longer ones are reported and skipped).
+    ``on_run`` is called with each run a replay starts, before its first call (``fuze report``
+    subscribes its timeline there).
     """
 
     def __init__(
@@ -381,8 +385,10 @@ class Replayer:
         use_code_settings: bool = True,
         keep: int | None = None,
         max_line: int = MAX_LINE,
+        on_run: Callable[[ReplayRun], object] | None = None,
     ) -> None:
         self.config = config
+        self.on_run = on_run
         self.on_detection = on_detection
         self.on_problem = on_problem
         self.use_code_settings = use_code_settings

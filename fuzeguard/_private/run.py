@@ -51,7 +51,9 @@ if TYPE_CHECKING:
 
     from fuzeguard._private.options import RunOptions
     from fuzeguard._private.plan import Plan
+    from fuzeguard._private.report import StopReport
     from fuzeguard._private.store import Store
+    from fuzeguard._private.timeline import Timeline
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -138,6 +140,9 @@ class Run(RunState):
     # The run's shared state (``store/``): None, as a class default that costs a run of its own
     # nothing, or set on runs that have a store or a parent.
     _store: Store | None = None
+    # What the stop report reads the run's calls from (``timeline.py``): set by the standard
+    # subscribers, or by ``fuze report`` on replay's runs.
+    _timeline: Timeline | None = None
     # Whether the run gets the standard subscribers (``sinks.py``): replay's runs do not.
     _standard: ClassVar[bool] = True
     def __init__(
@@ -339,6 +344,15 @@ class Run(RunState):
                 layer_errors=dict(self._layer_errors),
                 **(self._store.stats() if self._store is not None else {}),
             )
+
+    def report(self) -> StopReport:
+        """Why the run was stopped (or what fired so far): the layer and its reason, the
+        repeated calls with their arguments previewed (redacted as traces are), calls and cost
+        spent and saved, and the ``fuze.toml`` lines that would change the outcome.
+        ``str(run.report())`` is the text; ``.html()`` a page with a picture of the run."""
+        from fuzeguard._private.report import report_of
+
+        return report_of(self)
 
     def reset(self) -> None:
         """Clear history, counters, the clock and a kill: a fresh start (``/clear``).

@@ -1,8 +1,10 @@
 """The standard subscribers of a live run: the structured log, ``on_detect`` hooks and
-``testing.capture_detections()``, OpenTelemetry, and the trace (``events.py``).
+``testing.capture_detections()``, OpenTelemetry, the stop report's timeline and the trace
+(``events.py``).
 
 Replay's runs have none of them: a replay never logs detections as live ones, calls hooks, touches
-spans or writes a trace; it subscribes its own reporting instead.
+spans or writes a trace; it subscribes its own reporting instead. A live run's timeline listens
+to its detections only, for its stop report (``timeline.py``).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from fuzeguard._private.hooks import run_hooks
 from fuzeguard._private.log import emit
 from fuzeguard._private.otel import annotate
 from fuzeguard._private.secrets import redactor
+from fuzeguard._private.timeline import Timeline
 from fuzeguard._private.trace import TraceRecorder
 from fuzeguard._private.values import encode_value
 
@@ -28,6 +31,7 @@ def attach_standard(run: Run) -> None:
     run.subscribe(report, Detected)
     run.subscribe(span_events, Detected)
     run.subscribe(log_kill, RunKilled)
+    run._timeline = Timeline(run)
     TraceRecorder(run).attach()
 
 
