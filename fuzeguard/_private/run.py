@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, ClassVar, ParamSpec, TypeVar
 
+from fuzeguard._private import budget
 from fuzeguard._private.config import Config, discovered_config
 from fuzeguard._private.events import (
     EVENT_TYPES,
@@ -27,8 +28,10 @@ from fuzeguard._private.events import (
     Event,
     RunClosed,
     RunKilled,
+    RunResumed,
     Subscriber,
 )
+from fuzeguard._private.exceptions import FuzeguardError
 from fuzeguard._private.fingerprint import keyed
 from fuzeguard._private.hooks import callable_name
 from fuzeguard._private.log import emit
@@ -354,6 +357,88 @@ class Run(RunState):
 
         return report_of(self)
 
+    def notes(self) -> list[str]:
+        """The notes for the model gathered since the last call of ``notes()``, oldest first:
+        each ``warn_at`` budget warning ("80% of the call budget used ...: wrap up") and the
+        note given to ``resume()``. Each note is returned once: an integration passes them on
+        to the model (with the next tool result, or in the next prompt)."""
+        with self._lock:
+            notes, self._notes = self._notes, []
+        return notes
+
+    def resume(
+        self,
+        *,
+        extra_calls: int = 0,
+        extra_cost: float = 0.0,
+        extra_time: float = 0.0,
+        note: str | None = None,
+    ) -> None:
+        """Go on with a killed run, keeping its history: the same loop is caught again at its
+        first repeat (the call it was killed at, made again, ends the run at once; its layers
+        keep their history) while a new call may proceed.
+
+        ``extra_calls`` raises the call budgets that are set (``max_calls``, and
+        ``max_calls_per_turn``) by that many calls, or, when none is set, allows that many
+        more calls; ``extra_cost`` raises ``max_cost`` (or allows that much more spending) and
+        ``extra_time`` (seconds) ``max_duration`` the same way. A budget that stopped the run
+        and is not raised stops it again at the next call. ``note`` is kept for the model
+        (``notes()``). Publishes ``RunResumed``. Raises FuzeguardError if the run was not
+        killed, or is shared through a store.
+        """
+        _non_negative("extra_calls", extra_calls, whole=True)
+        _non_negative("extra_cost", extra_cost)
+        _non_negative("extra_time", extra_time)
+        if note is not None and not isinstance(note, str):
+            raise TypeError(f"run.resume(note=...) takes a string, got {type(note).__name__}")
+        if self._store is not None:
+            raise FuzeguardError(
+                f"run {self.name or self.id} is shared through a store: resume() is not available "
+                "for shared runs; open a new run (or reset() it) instead"
+            )
+        with self._lock:
+            killed = self._killed
+            if killed is None:
+                raise FuzeguardError(
+                    f"run {self.name or self.id} was not killed: resume() continues a run after "
+                    "a kill; to give a running run more budget, open it with larger limits"
+                )
+            values = self.config.settings_for(None)
+            used = {"max_calls": float(self._calls), "max_calls_per_turn": float(self._turn_calls),
+                    "max_cost": self._cost, "max_duration": self.elapsed()}
+            raised: dict[str, float] = {}
+            if extra_calls:
+                for key in ("max_calls", "max_calls_per_turn"):
+                    if values[key] is not None:
+                        raised[key] = values[key] + extra_calls
+                if not raised:
+                    raised["max_calls"] = self._calls + extra_calls
+            if extra_cost:
+                base = values["max_cost"]
+                raised["max_cost"] = (self._cost if base is None else base) + extra_cost
+            if extra_time:
+                base = values["max_duration"]
+                raised["max_duration"] = (used["max_duration"] if base is None else base) + extra_time
+            if raised:
+                self.config = self.config.with_values(raised, origin="code")
+                if values["warn_at"]:
+                    self._budget_steps.update(
+                        budget.arm(self.config.settings_for(None), tuple(raised), used)
+                    )
+                    self._set_warn()
+            self._killed = None
+            if killed.kind == "loop" and self._killed_fp:
+                self._stopped[self._killed_fp] = killed
+            if note:
+                self._note_for_model(note)
+            self._outbox.append(RunResumed(self, killed, raised, note))
+        self._drain()
+        emit("warning", "fuzeguard.run_resumed", run_id=self.id, run_name=self.name,
+             layer=killed.layer, fn=killed.fn, call_index=killed.call_index,
+             budgets={k: v for k, v in raised.items()},
+             message="a killed run was resumed with its history: the loop that stopped it is "
+             "caught again at its first repeat")
+
     def reset(self) -> None:
         """Clear history, counters, the clock and a kill: a fresh start (``/clear``).
 
@@ -384,6 +469,8 @@ class Run(RunState):
         else:
             with self._lock:
                 self._cost += amount
+                if self._cost >= self._warn_cost:
+                    self._budget_reached()
         self._deliver(CostAdded(self, amount))
 
     # ------------------------------------------------------------------ used by guards
@@ -481,6 +568,13 @@ def _subscriber_failed(run: Run, subscriber: Subscriber, event: Event, exc: Exce
          event_type=type(event).__name__, subscriber=callable_name(subscriber),
          error=exception_text(exc),
          message="a subscriber of the run's events raised; the call goes on")
+
+
+def _non_negative(name: str, value: Any, *, whole: bool = False) -> None:
+    ok = isinstance(value, int) if whole else isinstance(value, (int, float))
+    if isinstance(value, bool) or not ok or not 0 <= value < float("inf"):
+        expected = "a whole number" if whole else "a finite number"
+        raise TypeError(f"run.resume({name}=...) takes {expected} of at least 0, got {value!r}")
 
 
 def _iteration_cap(value: int | None) -> int:

@@ -24,7 +24,7 @@ from collections import deque
 from collections.abc import Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
-from fuzeguard._private import state
+from fuzeguard._private import budget, state
 from fuzeguard._private.config import Config
 from fuzeguard._private.core import action_for, decide, pattern_key
 from fuzeguard._private.events import CostAdded, Event, RunReset, TurnEnded
@@ -41,6 +41,8 @@ if TYPE_CHECKING:
 MIN_HISTORY = 32
 MAX_PATTERNS = 4096
 MAX_KEPT_DETECTIONS = 100
+MAX_NOTES = 32
+_INF = budget.INF
 
 _REFUSED = Decision("call", 0)  # marks a call refused under fail_closed (see ``_judge``)
 
@@ -65,6 +67,8 @@ class RunState:
         self._layer_errors: dict[str, int] = {}
         self._layer_failures = 0
         self._unlogged: list[tuple[str, str, str]] = []
+        # Notes for the model (budget warnings, a resume's note) until ``notes()`` takes them.
+        self._notes: list[str] = []
         self._clear()
 
     def _clear(self) -> None:
@@ -86,10 +90,42 @@ class RunState:
         self._turn_calls = 0
         self._start = self._now()
         self._killed: Detection | None = None
+        self._killed_fp = b""
+        # The arguments of the calls loops were killed at, kept by ``resume()``: repeating one
+        # ends the run again at once (``_judge``). Empty unless the run was resumed.
+        self._stopped: dict[bytes, Detection] = {}
         self._hits: dict[Hashable, int] = {}
         self._detections = 0
         self._detections_by_layer: dict[str, int] = {}
         self._kept: deque[Detection] = deque(maxlen=MAX_KEPT_DETECTIONS)
+        # warn_at: the thresholds ahead per budget, and the lowest of each (``budget.py``).
+        self._budget_steps: budget.Steps = {}
+        if self.config._values.get("warn_at"):  # off by default: no settings to resolve
+            self._budget_steps = budget.arm(self.config.settings_for(None))
+        self._set_warn()
+
+    def _set_warn(self) -> None:
+        steps = self._budget_steps
+        self._warn_calls = budget.first(steps, "max_calls")
+        self._warn_turn = budget.first(steps, "max_calls_per_turn")
+        self._warn_cost = budget.first(steps, "max_cost")
+        self._warn_time = budget.first(steps, "max_duration")
+
+    def _budget_reached(self) -> None:
+        """A counter reached a ``warn_at`` threshold (lock held): queue its warnings."""
+        used = {"max_calls": float(self._calls), "max_calls_per_turn": float(self._turn_calls),
+                "max_cost": self._cost, "max_duration": self.elapsed()}
+        values = self.config.settings_for(None)
+        for warning in budget.reached(cast("Run", self), self._budget_steps, used, values):
+            self._outbox.append(warning)
+            self._note_for_model(warning.message)
+        self._set_warn()
+
+    def _note_for_model(self, text: str) -> None:
+        notes = self._notes
+        notes.append(text)
+        if len(notes) > MAX_NOTES:
+            del notes[0]
 
     @property
     def calls(self) -> int:
@@ -158,11 +194,18 @@ class RunState:
         """A new turn begins (lock held): here, or in another process sharing the run."""
         self._turn += 1
         self._turn_calls = 0
+        if self.config._values.get("warn_at"):
+            self._budget_steps.update(
+                budget.arm(self.config.settings_for(None), ("max_calls_per_turn",))
+            )
+            self._set_warn()
         self._outbox.append(TurnEnded(cast("Run", self), self._turn))
 
     def _spent(self, amount: float) -> None:
         """Cost counted toward this run outside its calls by a subagent's run (lock held)."""
         self._cost += amount
+        if self._cost >= self._warn_cost:
+            self._budget_reached()
         self._outbox.append(CostAdded(cast("Run", self), amount))
 
     def _layer_failed(self, layer: Any, call: Call, error: Exception) -> None:
@@ -209,6 +252,8 @@ class RunState:
         call = new_call(
             plan.name, self._attempts + 1, args_fp, arguments, kind or plan.kind_of(arguments)
         )
+        if self._stopped and args_fp in self._stopped:
+            return call, self._stopped_again(call)
         if self._unseen:
             self._show_running()
         if not plan.layers:
@@ -235,11 +280,26 @@ class RunState:
             self._turn_calls += 1
             self._running[call.index] = call  # in flight from now on
             self._unseen += 1
+            if (
+                self._calls >= self._warn_calls or self._turn_calls >= self._warn_turn
+                or (self._warn_time != _INF and self._now() - self._start >= self._warn_time)
+            ):
+                self._budget_reached()
         elif action == "skip":
             self._skipped += 1
             self._remember_skip(call)
         else:
             self._killed = decision.detection
+            self._killed_fp = call.args_fp
+
+    def _stopped_again(self, call: Call) -> Decision:
+        """A resumed run repeats the call a loop was killed at: it ends the run again."""
+        before = self._stopped[call.args_fp]
+        detection = dataclasses.replace(
+            before, call_index=call.index, action="kill",
+            message=f"This run was stopped at this same call before and resumed: {before.message}",
+        )
+        return Decision("kill", call.index, detection, (detection,))
 
     def _judge_flag(self, plan: Plan, call: Call, detection: Detection) -> Decision:
         if self._killed is not None:
@@ -431,3 +491,5 @@ class RunState:
             self._consecutive_errors = 0
         if record.cost:
             self._cost += record.cost
+            if self._cost >= self._warn_cost:
+                self._budget_reached()

@@ -91,6 +91,13 @@ class Settings:
         2, type="int", minimum=0, origin="groq-code-cli", scope="run",
         doc="How many times run.reset() may clear a run.",
     )
+    warn_at: tuple[float, ...] = setting(
+        (), type="fractions", origin="fuzeguard", scope="run",
+        doc="Fractions of each run budget (max_calls, max_calls_per_turn, max_cost, "
+        "max_duration) at which the run publishes a BudgetWarning, once each, with a note for "
+        'the model such as "80% of the call budget used: wrap up" (run.notes()). [0.8, 0.95] '
+        "warns at 80% and 95%; [] (the default) never.",
+    )
     store: str | None = setting(
         None, type="store", optional=True, origin="fuzeguard", scope="run",
         doc="Share each run with every process that opens a run of the same name here: a Redis "

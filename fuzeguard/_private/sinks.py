@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from fuzeguard._private import state
-from fuzeguard._private.events import Detected, RunKilled
+from fuzeguard._private.events import BudgetWarning, Detected, RunKilled
 from fuzeguard._private.hooks import run_hooks
 from fuzeguard._private.log import emit
 from fuzeguard._private.otel import annotate
@@ -31,6 +31,7 @@ def attach_standard(run: Run) -> None:
     run.subscribe(report, Detected)
     run.subscribe(span_events, Detected)
     run.subscribe(log_kill, RunKilled)
+    run.subscribe(log_budget, BudgetWarning)
     run._timeline = Timeline(run)
     TraceRecorder(run).attach()
 
@@ -72,6 +73,12 @@ def log_kill(event: RunKilled) -> None:
     d = event.detection
     emit("error", "fuzeguard.run_killed", run_id=event.run.id, run_name=event.run.name, fn=d.fn,
          layer=d.layer, call_index=d.call_index, message=d.message)
+
+
+def log_budget(event: BudgetWarning) -> None:
+    emit("warning", "fuzeguard.budget_warning", run_id=event.run.id, run_name=event.run.name,
+         limit=event.limit, fraction=event.fraction, used=event.used, budget=event.budget,
+         message=event.message)
 
 
 def span_events(event: Detected) -> None:

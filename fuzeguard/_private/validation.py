@@ -131,6 +131,17 @@ def coerce(spec: FieldSpec, value: Any, *, from_code: bool) -> Any:
         if not all(isinstance(v, str) for v in value):
             raise ValueError(f"every item must be a string, got {list(value)!r}")
         out = tuple(value)
+    elif t == "fractions":
+        if isinstance(value, str) or not isinstance(value, (list, tuple)):
+            raise _type_error(value, "a list of fractions, such as [0.8, 0.95]")
+        for item in value:
+            if (not isinstance(item, (int, float)) or isinstance(item, bool)
+                    or not 0 < item < 1):
+                raise ValueError(
+                    f"every item must be a fraction above 0 and below 1 (0.8 is 80%), got "
+                    f"{list(value)!r}"
+                )
+        out = tuple(sorted({float(v) for v in value}))
     elif t == "actions":
         items = [value] if isinstance(value, str) else value
         if not isinstance(items, (list, tuple)) or not items:
