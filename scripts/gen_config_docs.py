@@ -63,7 +63,7 @@ TYPE_TEXT = {
     "str": "string",
     "strs": "list of strings",
     "duration": 'seconds, or a duration string such as "90s", "30m", "1h30m"',
-    "actions": '"kill", "warn", "skip", or a list of them (a ladder)',
+    "actions": '"kill", "warn", "skip", "ask", or a list of them (a ladder)',
     "enabled": 'true, false or "observe"',
     "kind": '"auto", "read", "search", "write", "poll", "exec", "model" or "other"',
     "path": "file or directory path",

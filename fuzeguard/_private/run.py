@@ -52,6 +52,7 @@ from fuzeguard._private.validation import validate_code_options
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
+    from fuzeguard._private.ask import AskHook
     from fuzeguard._private.options import RunOptions
     from fuzeguard._private.plan import Plan
     from fuzeguard._private.report import StopReport
@@ -155,8 +156,11 @@ class Run(RunState):
         config: Config | str | Any = None,
         on_detect: DetectHook | Iterable[DetectHook] | None = None,
         parent: Run | str | None = None,
+        ask: AskHook | None = None,
         **settings: Unpack[RunOptions],
     ) -> None:
+        if ask is not None and not callable(ask):
+            raise TypeError(f"fuzeguard.run(ask=...) takes a function, got {ask!r}")
         resolved = _as_config(config)
         if settings:
             resolved = resolved.with_values(
@@ -166,6 +170,8 @@ class Run(RunState):
         self._fp_key = os.urandom(32)
         super().__init__(name, os.urandom(6).hex(), resolved)
         self.hooks: tuple[DetectHook, ...] = _as_hooks(on_detect)
+        # Answers the "ask" action (``ask.py``).
+        self.ask_hook: AskHook | None = ask
         self.started_at = time.time()
         # How many ``with`` blocks (in any task, thread or loop) are inside the run right now.
         self._entered = 0
@@ -484,9 +490,32 @@ class Run(RunState):
             return self._decided(plan, call, decision)
         with self._lock:
             call, decision = self._judge(plan, args_fp, arguments, kind)
-            if decision is not _REFUSED:
+            if decision is not _REFUSED and decision.action != "ask":
                 self._count(call, decision)
+        if decision.action == "ask":
+            decision = self._ask(plan, call, decision, self._count)
         return self._decided(plan, call, decision)
+
+    def _ask(
+        self, plan: Plan, call: Call, decision: Decision,
+        book: Callable[[Call, Decision], None],
+    ) -> Decision:
+        """Put a decision that calls for ``ask`` to the run's ``ask`` callback, outside the
+        lock, then book the answered decision (``ask.py``)."""
+        from fuzeguard._private.ask import Question, answer
+
+        assert decision.detection is not None
+        if self.ask_hook is None and not self._standard:
+            reply = "kill"  # replay: no one to ask, and nothing to log as live
+        else:
+            timeout = self.config.settings_for(None)["ask_timeout"]
+            reply = answer(self.ask_hook, Question(decision.detection, call.fn, self), timeout)
+        with self._lock:
+            if self._killed is not None:  # killed by another call while the question was open
+                return Decision("kill", call.index, self._killed, ())
+            decision = self._answered(decision, reply)
+            book(call, decision)
+        return decision
 
     def _decided(self, plan: Plan, call: Call, decision: Decision) -> tuple[Call, Decision]:
         """Log layer failures and refuse a call a failing layer could not judge under
@@ -519,7 +548,10 @@ class Run(RunState):
         else:
             with self._lock:
                 decision = self._judge_flag(plan, call, detection)
-                self._count_flag(decision)
+                if decision.action != "ask":
+                    self._count_flag(decision)
+            if decision.action == "ask":
+                decision = self._ask(plan, call, decision, lambda _, d: self._count_flag(d))
         if decision.detections:
             self._announce(plan, call, decision)
         return decision
@@ -614,6 +646,7 @@ def run(
     config: Config | str | Any = None,
     on_detect: DetectHook | Iterable[DetectHook] | None = None,
     parent: Run | str | None = None,
+    ask: AskHook | None = None,
     **settings: Unpack[RunOptions],
 ) -> Run:
     """Open a run: ``with fuzeguard.run("ticket-4711") as run: ...`` (or ``async with``).
@@ -622,6 +655,8 @@ def run(
     discovered fuze.toml. Keyword settings (``max_calls=50``, ``trace="traces/"``) override it.
     ``store="redis://host:6379/0"`` shares the run with every process that opens a run of the
     same name on that store (``docs/workers.md``). ``parent`` is the run this one works for (a
-    subagent's run): its calls and cost count toward the parent's budgets as well.
+    subagent's run): its calls and cost count toward the parent's budgets as well. ``ask``
+    answers the ``"ask"`` action of ``on_loop``: a function (or coroutine function) of a
+    ``Question`` that answers ``"continue"``, ``"skip"`` or ``"kill"`` (docs/stopped.md).
     """
-    return Run(name, config=config, on_detect=on_detect, parent=parent, **settings)
+    return Run(name, config=config, on_detect=on_detect, parent=parent, ask=ask, **settings)

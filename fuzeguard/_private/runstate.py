@@ -25,8 +25,9 @@ from collections.abc import Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from fuzeguard._private import budget, state
+from fuzeguard._private.ask import ACTION_OF
 from fuzeguard._private.config import Config
-from fuzeguard._private.core import action_for, decide, pattern_key
+from fuzeguard._private.core import action_for, decide, pattern_key, settle
 from fuzeguard._private.events import CostAdded, Event, RunReset, TurnEnded
 from fuzeguard._private.exceptions import FuzeguardError
 from fuzeguard._private.fastinit import new_call, new_decision, new_record
@@ -37,6 +38,7 @@ from fuzeguard._private.secrets import exception_text
 if TYPE_CHECKING:
     from fuzeguard._private.plan import Plan
     from fuzeguard._private.run import Run
+    from fuzeguard._private.store import Store
 
 MIN_HISTORY = 32
 MAX_PATTERNS = 4096
@@ -53,6 +55,8 @@ class RunState:
 
     # The run's clock; None: time.monotonic. Replay's runs run on the trace's timestamps.
     _clock: Callable[[], float] | None = None
+    # The store a shared run's state goes through (``Run``); None for a run of its own.
+    _store: Store | None = None
 
     def __init__(self, name: str | None, run_id: str, config: Config) -> None:
         self.name = name
@@ -94,6 +98,9 @@ class RunState:
         # The arguments of the calls loops were killed at, kept by ``resume()``: repeating one
         # ends the run again at once (``_judge``). Empty unless the run was resumed.
         self._stopped: dict[bytes, Detection] = {}
+        # Patterns a person let go on (``ask`` answered continue): the hits at which the ladder
+        # asked, kept as their step, and the hits at which it asks again (the raised bar).
+        self._bars: dict[Hashable, tuple[int, int]] = {}
         self._hits: dict[Hashable, int] = {}
         self._detections = 0
         self._detections_by_layer: dict[str, int] = {}
@@ -264,7 +271,44 @@ class RunState:
                           observe=observe, on_error=self._layer_failed)
         if self._layer_failures != failures and plan.settings.fail_closed:
             return call, _REFUSED  # a layer could not judge the call: refuse it
+        if decision.action == "ask":
+            if self._bars:
+                decision = self._under_bar(decision)
+            if decision.action == "ask" and self._store is not None:
+                # A shared run is judged under its store's lock: no one can be asked there.
+                decision = self._answered(decision, "kill")
         return call, decision
+
+    def _under_bar(self, decision: Decision) -> Decision:
+        """Questions about patterns a person let go on, below their raised bar, are warnings."""
+        bars = self._bars
+        detections = tuple(
+            dataclasses.replace(d, action="warn")
+            if d.action == "ask" and self._hits.get(pattern_key(d), 0) < bars.get(
+                pattern_key(d), (0, 0))[1]
+            else d
+            for d in decision.detections
+        )
+        return settle(Decision(decision.action, decision.index, decision.detection, detections))
+
+    def _answered(self, decision: Decision, answer: str) -> Decision:
+        """The decision once ``ask`` answered (lock held): the asked detections take the
+        answer's action. A continue keeps their patterns at the ladder's ``ask`` step and raises
+        the bar: they are warned, and asked about again once detected more than twice as many
+        times as when asked."""
+        action = ACTION_OF[answer]
+        detections = []
+        for d in decision.detections:
+            if d.action == "ask":
+                if answer == "continue":
+                    key = pattern_key(d)
+                    hits = self._hits.get(key, 0)
+                    step = self._bars[key][0] if key in self._bars else hits
+                    self._bars[key] = (step, 2 * (hits + 1) + 1)
+                d = dataclasses.replace(d, action=action)  # type: ignore[arg-type]
+            detections.append(d)
+        return settle(Decision(decision.action, decision.index, decision.detection,
+                               tuple(detections)))
 
     def _count(self, call: Call, decision: Decision) -> None:
         """Book a decision ``_judge`` made (here or, for a shared run, in another process)."""
@@ -309,7 +353,10 @@ class RunState:
         detection = dataclasses.replace(
             detection, run_id=self.id, call_index=call.index, action=action
         )
-        return Decision("call" if observe else action, call.index, detection, (detection,))
+        decision = Decision("call" if observe else action, call.index, detection, (detection,))
+        if action == "ask" and self._bars and not observe:
+            decision = self._under_bar(decision)
+        return decision
 
     def _count_flag(self, decision: Decision) -> None:
         if not decision.detections:
@@ -319,6 +366,12 @@ class RunState:
             self._killed = decision.detection
 
     def _hit_count(self, key: Hashable) -> int:
+        """Where a pattern is on the ladder: how often it was detected, or, for a pattern a
+        person let go on, the ``ask`` step it stays at."""
+        if self._bars:
+            bar = self._bars.get(key)
+            if bar is not None:
+                return bar[0]
         return self._hits.get(key, 0)
 
     def _note(self, decision: Decision) -> None:

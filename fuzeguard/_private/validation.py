@@ -16,7 +16,7 @@ from fuzeguard._private.exceptions import ConfigError
 from fuzeguard._private.schema import ALIASES, CALLABLE_OK, FieldSpec, schema, setting_classes
 from fuzeguard._private.suggest import did_you_mean
 
-ACTIONS = ("kill", "warn", "skip")
+ACTIONS = ("kill", "warn", "skip", "ask")
 # The largest whole number any key accepts: far above any real window or limit, and small enough
 # that no window size, count or buffer derived from it overflows.
 MAX_INT = 2**31 - 1
@@ -145,11 +145,11 @@ def coerce(spec: FieldSpec, value: Any, *, from_code: bool) -> Any:
     elif t == "actions":
         items = [value] if isinstance(value, str) else value
         if not isinstance(items, (list, tuple)) or not items:
-            raise _type_error(value, '"kill", "warn", "skip" or a list of them')
+            raise _type_error(value, '"kill", "warn", "skip", "ask" or a list of them')
         for item in items:
             if item not in ACTIONS:
                 raise ValueError(
-                    f"unknown action {item!r}; use one of \"kill\", \"warn\", \"skip\""
+                    f"unknown action {item!r}; use one of \"kill\", \"warn\", \"skip\", \"ask\""
                     + did_you_mean(str(item), ACTIONS).replace("`", '"')
                 )
         out = tuple(items)
