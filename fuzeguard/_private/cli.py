@@ -79,6 +79,8 @@ examples:
   fuze replay traces/ --config fuze.candidate.toml --env production
   fuze replay run.jsonl --format json | jq -r .layer | sort | uniq -c
   fuze replay traces/ --fail-on-detect             exit 1 if anything would fire
+  fuze replay traces/ --compare fuze.toml fuze.candidate.toml
+                                                   what each config does, side by side
 """
 
 
@@ -147,6 +149,9 @@ def _parser() -> argparse.ArgumentParser:
                      help="config to replay under (default: the discovered one)")
     rep.add_argument("--env", metavar="NAME",
                      help="environment overlay fuze.NAME.toml (default: $FUZE_ENV)")
+    rep.add_argument("--compare", nargs=2, metavar=("A.toml", "B.toml"),
+                     help="replay under two configs and show, per trace, what each does and the "
+                     "difference (instead of --config)")
     rep.add_argument("--format", choices=("text", "json"), default="text",
                      help="text (tables and a summary) or json (one object per detection)")
     rep.add_argument("--fail-on-detect", action="store_true",
@@ -213,6 +218,13 @@ def _main(argv: Sequence[str] | None) -> int:
     if args.command == "report":
         return report(args.traces, config_path=args.config, env=args.env, html=args.html,
                       use_code_settings=not args.ignore_code_settings)
+    if args.compare is not None:
+        if args.config is not None or args.merge or args.fail_on_detect:
+            print("fuze replay: --compare takes the two configs itself and only reports: drop "
+                  "--config, --merge and --fail-on-detect", file=sys.stderr)
+            return EXIT_USAGE
+        return compare(args.traces, args.compare[0], args.compare[1], env=args.env,
+                       fmt=args.format, use_code_settings=not args.ignore_code_settings)
     return replay(
         args.traces,
         config_path=args.config,
@@ -571,3 +583,125 @@ def report(
             return EXIT_USAGE
         print(f"fuze report: wrote {html}", file=err)
     return EXIT_OK
+
+
+# --------------------------------------------------------------------------- compare
+
+
+def _outcome(summary: TraceSummary) -> str:
+    """What one config does to one trace, in a few words."""
+    if summary.kills:
+        first = summary.kills[0]
+        d = first.detection
+        text = (f"killed at call {first.call} by {d.layer}" if summary.runs == 1 else
+                f"{len(summary.kills)} of {summary.runs} runs killed (first at call {first.call} "
+                f"by {d.layer})")
+    elif summary.detected:
+        text = "not killed"
+    else:
+        return "nothing fires"
+    actions = ", ".join(f"{summary.by_action[a]} {a}" for a in ("warn", "skip", "ask", "observe")
+                        if summary.by_action.get(a))
+    return f"{text}; {actions}" if actions else text
+
+
+def _difference(a: TraceSummary, b: TraceSummary) -> str:
+    """How B's outcome differs from A's, in a few words."""
+    ka, kb = a.kills, b.kills
+    if ka and kb:
+        ca, cb = ka[0].call, kb[0].call
+        if cb < ca:
+            return f"B stops it {ca - cb} call{_s(ca - cb)} earlier"
+        if cb > ca:
+            return f"B stops it {cb - ca} call{_s(cb - ca)} later"
+        if ka[0].detection.layer != kb[0].detection.layer:
+            return "same call, another layer"
+        if len(ka) != len(kb):
+            return f"B kills {len(kb)} runs, A {len(ka)}"
+    elif ka:
+        return "only A stops it"
+    elif kb:
+        return "only B stops it"
+    if a.detected != b.detected:
+        more = b.detected - a.detected
+        return (f"B: {abs(more)} detection{_s(abs(more))} {'more' if more > 0 else 'fewer'}")
+    return "same"
+
+
+def compare(
+    paths: Sequence[str],
+    config_a: str,
+    config_b: str,
+    *,
+    env: str | None = None,
+    fmt: str = "text",
+    use_code_settings: bool = True,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+) -> int:
+    """``fuze replay --compare A B``: each trace under both configs, side by side."""
+    out = out or sys.stdout
+    err = err or sys.stderr
+    configs = []
+    for path in (config_a, config_b):
+        try:
+            configs.append(Config.load(path, env=env))
+        except ConfigError as exc:
+            print(f"fuze replay: {exc}", file=err)
+            return EXIT_USAGE
+    files = list(trace_files(paths))
+    missing = [p for p in files if p == "-" or not os.path.exists(p) or os.path.isdir(p)]
+    for p in missing:
+        print(f"fuze replay: no such trace file: {p}" if p != "-" else
+              "fuze replay: --compare reads each trace twice: give files, not -", file=err)
+    if missing or not files:
+        if not files:
+            print("fuze replay: no .jsonl traces found in " + ", ".join(paths), file=err)
+        return EXIT_USAGE
+
+    def on_problem(problem: Problem) -> None:
+        if replayer is replayers[0]:  # each problem once: both replays read the same lines
+            print(f"fuze replay: {problem}", file=err)
+
+    replayers = [Replayer(c, on_problem=on_problem, use_code_settings=use_code_settings, keep=0)
+                 for c in configs]
+    rows: list[tuple[str, str, str, str]] = []
+    for path in files:
+        summaries = []
+        for replayer in replayers:
+            try:
+                summaries.append(replayer.replay_file(path))
+            except OSError as exc:
+                if isinstance(exc, BrokenPipeError):
+                    raise
+                print(f"fuze replay: cannot read {path}: {exc.strerror or exc}", file=err)
+                return EXIT_USAGE
+        a, b = summaries
+        if fmt == "json":
+            out.write(json.dumps({"trace": path, "a": _as_json(a), "b": _as_json(b),
+                                  "difference": _difference(a, b)}, ensure_ascii=False) + "\n")
+        rows.append((path, _outcome(a), _outcome(b), _difference(a, b)))
+    if fmt == "text":
+        print(f"A: {config_a}\nB: {config_b}\n", file=out)
+        header = ("trace", "A", "B", "difference")
+        widths = [max(len(r[i]) for r in [header, *rows]) for i in range(3)]
+        print("  ".join(h.ljust(w) for h, w in zip(header, [*widths, 0], strict=True)).rstrip(),
+              file=out)
+        for r in rows:
+            print("  ".join(c.ljust(w) for c, w in zip(r, [*widths, 0], strict=True)).rstrip(),
+                  file=out)
+        changed = sum(1 for r in rows if r[3] != "same")
+        print(f"\n{changed} of {len(rows)} trace{_s(len(rows))} differ.", file=out)
+    return EXIT_OK
+
+
+def _as_json(summary: TraceSummary) -> dict[str, Any]:
+    kill = summary.kills[0] if summary.kills else None
+    return {
+        "calls": summary.calls,
+        "runs": summary.runs,
+        "detections": summary.detected,
+        "by_action": dict(summary.by_action),
+        "killed": len(summary.kills),
+        "first_kill": None if kill is None else {"call": kill.call, "layer": kill.detection.layer},
+    }
