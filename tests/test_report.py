@@ -229,3 +229,18 @@ def test_report_of_a_missing_trace_is_a_usage_error(
 ) -> None:
     assert main(["report", "no-such.jsonl"]) == 2
     assert "no such trace file: no-such.jsonl" in capsys.readouterr().err
+
+
+def test_the_picture_in_docs_stopped_md_is_what_the_script_draws() -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gen_report_docs",
+                                                  ROOT / "scripts" / "gen_report_docs.py")
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    drawn = script.picture()
+    assert drawn.count('class="call"') == 10  # the ten calls of ping_pong.jsonl
+    assert script.PICTURE.read_text(encoding="utf-8") == drawn, (
+        "docs/images/stop-timeline.svg is stale: run python scripts/gen_report_docs.py"
+    )

@@ -34,12 +34,15 @@ body{font:14px/1.45 system-ui,sans-serif;margin:24px;color:#1d232b;max-width:120
 h1{font-size:20px}h2{font-size:17px;margin-top:32px}
 pre{background:#f5f6f8;padding:12px;overflow-x:auto;font-size:12.5px;white-space:pre-wrap}
 svg{border:1px solid #d9dde3;background:#fff}
-.lane{fill:#f7f8fa}.lane.odd{fill:#fff}
-.fn{font:12px ui-monospace,monospace;fill:#1d232b}
-.axis{font:11px system-ui,sans-serif;fill:#5f6b7a}
-.link{fill:none;stroke:#c62828;stroke-opacity:.45;stroke-width:1.2}
-.legend{font:12px system-ui,sans-serif;fill:#1d232b}
 """
+# The picture's own style, inside the SVG: it reads the same on its own (docs/stopped.md).
+_SVG_STYLE = (
+    ".lane{fill:#f7f8fa}.lane.odd{fill:#fff}"
+    ".fn{font:12px ui-monospace,monospace;fill:#1d232b}"
+    ".axis{font:11px system-ui,sans-serif;fill:#5f6b7a}"
+    ".link{fill:none;stroke:#c62828;stroke-opacity:.45;stroke-width:1.2}"
+    ".legend{font:12px system-ui,sans-serif;fill:#1d232b}"
+)
 
 
 def page(reports: Sequence[StopReport], title: str) -> str:
@@ -91,6 +94,8 @@ def picture(report: StopReport) -> str:
         f'<svg xmlns="http://www.w3.org/2000/svg" class="timeline" width="{width}" '
         f'height="{height}" viewBox="0 0 {width} {height}" role="img" '
         f'aria-label="{escape(f"timeline of run {report.run}: {len(marks)} calls")}">',
+        f"<style>{_SVG_STYLE}</style>",
+        f'<rect x="0" y="0" width="{width}" height="{height}" fill="#fff"/>',
     ]
     for fn, lane in lanes.items():
         y = TOP + lane * LANE
