@@ -245,6 +245,8 @@ def finish(
                      message="the cost= function raised; the call is recorded without its cost")
         else:
             cost += per_call
+    if run._unbilled:
+        cost += run._take_unbilled()  # model cost metered since the last call (metering.py)
     try:
         complete(run, plan, call, decision, t0 - run._start, time.monotonic() - t0, cost,
                  result, error, chunks is not None)

@@ -144,3 +144,6 @@ class RunStats:
     store_errors: int = 0
     store_outages: int = 0
     locally_judged: int = 0
+    # Tokens metered from the framework's reports (``fuzeguard.metering``).
+    tokens_in: int = 0
+    tokens_out: int = 0

@@ -351,6 +351,8 @@ class Run(RunState):
                 killed=self._killed is not None,
                 limits=limits,
                 layer_errors=dict(self._layer_errors),
+                tokens_in=self._tokens_in,
+                tokens_out=self._tokens_out,
                 **(self._store.stats() if self._store is not None else {}),
             )
 

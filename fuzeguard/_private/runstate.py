@@ -90,6 +90,11 @@ class RunState:
         self._errors = 0
         self._consecutive_errors = 0
         self._cost = 0.0
+        # Tokens metered (``fuzeguard.metering``), and model cost counted toward the run but not
+        # yet billed to a call's record (the next completed call takes it).
+        self._tokens_in = 0
+        self._tokens_out = 0
+        self._unbilled = 0.0
         self._turn = 1
         self._turn_calls = 0
         self._start = self._now()
@@ -207,6 +212,14 @@ class RunState:
             )
             self._set_warn()
         self._outbox.append(TurnEnded(cast("Run", self), self._turn))
+
+    def _take_unbilled(self) -> float:
+        """Model cost metered outside any call, for the record of the call completing now: it
+        moves from the run's total into that record (``_book`` adds it back)."""
+        with self._lock:
+            amount, self._unbilled = self._unbilled, 0.0
+            self._cost -= amount
+        return amount
 
     def _spent(self, amount: float) -> None:
         """Cost counted toward this run outside its calls by a subagent's run (lock held)."""
