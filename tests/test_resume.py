@@ -3,6 +3,9 @@ stopped it is caught again at once while new work proceeds."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 from freezegun import freeze_time
 
@@ -134,3 +137,48 @@ def test_resume_refuses_bad_budgets_naming_the_argument(
         with pytest.raises(TypeError, match=message):
             run.resume(**kwargs)  # type: ignore[arg-type]
         assert run.killed is not None
+
+
+def test_a_resumed_run_replays_from_its_trace_as_it_ran_live(tmp_path: Path) -> None:
+    from fuzeguard._private.replay import replay
+
+    trace = tmp_path / "run.jsonl"
+    kills: list[int] = []
+
+    @guard
+    def step(n: int) -> int:
+        return n
+
+    with fuzeguard.run("task", trace=str(trace), max_calls=3) as run:
+        with pytest.raises(LoopDetected) as first:
+            for n in range(5):
+                step(n)
+        kills.append(first.value.detection.call_index)
+        run.resume(extra_calls=2)
+        step(10)
+        step(11)
+        with pytest.raises(LoopDetected) as second:
+            step(12)
+        kills.append(second.value.detection.call_index)
+    lines = [json.loads(line) for line in trace.read_text(encoding="utf-8").splitlines()]
+    assert [line.get("resumed") for line in lines if "resumed" in line] == [{"max_calls": 5}]
+    [summary] = replay([str(trace)], fuzeguard.Config())
+    assert [k.call for k in summary.kills] == kills == [4, 7]
+    assert summary.not_evaluated == 0
+
+
+@pytest.mark.parametrize("value", ['"soon"', '{"max_calls": "many"}', '{"trace": "/tmp/x"}'])
+def test_a_hostile_resumed_marker_is_reported_and_the_rest_replays(
+    value: str, tmp_path: Path
+) -> None:
+    from fuzeguard._private.replay import Replayer
+
+    lines = [f'{{"fn":"f","args":{{"n":{n}}},"result":{n},"ts":{n}}}' for n in range(3)]
+    lines.append(f'{{"fn":"f","args":{{"n":9}},"result":9,"ts":4,"resumed":{value}}}')
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    problems: list[str] = []
+    summary = Replayer(fuzeguard.Config(), on_problem=lambda p: problems.append(str(p))
+                       ).replay_file(str(trace))
+    assert summary.calls == 4 and summary.problem_count == 1
+    assert '"resumed"' in problems[0]

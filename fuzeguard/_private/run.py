@@ -412,9 +412,7 @@ class Run(RunState):
                     "a kill; to give a running run more budget, open it with larger limits"
                 )
             values = self.config.settings_for(None)
-            used = {"max_calls": float(self._calls), "max_calls_per_turn": float(self._turn_calls),
-                    "max_cost": self._cost, "max_duration": self.elapsed()}
-            raised: dict[str, float] = {}
+            raised: dict[str, Any] = {}
             if extra_calls:
                 for key in ("max_calls", "max_calls_per_turn"):
                     if values[key] is not None:
@@ -426,26 +424,37 @@ class Run(RunState):
                 raised["max_cost"] = (self._cost if base is None else base) + extra_cost
             if extra_time:
                 base = values["max_duration"]
-                raised["max_duration"] = (used["max_duration"] if base is None else base) + extra_time
-            if raised:
-                self.config = self.config.with_values(raised, origin="code")
-                if values["warn_at"]:
-                    self._budget_steps.update(
-                        budget.arm(self.config.settings_for(None), tuple(raised), used)
-                    )
-                    self._set_warn()
-            self._killed = None
-            if killed.kind == "loop" and self._killed_fp:
-                self._stopped[self._killed_fp] = killed
-            if note:
-                self._note_for_model(note)
-            self._outbox.append(RunResumed(self, killed, raised, note))
+                raised["max_duration"] = (self.elapsed() if base is None else base) + extra_time
+            self._resumed(raised, note)
         self._drain()
         emit("warning", "fuzeguard.run_resumed", run_id=self.id, run_name=self.name,
              layer=killed.layer, fn=killed.fn, call_index=killed.call_index,
              budgets={k: v for k, v in raised.items()},
              message="a killed run was resumed with its history: the loop that stopped it is "
              "caught again at its first repeat")
+
+    def _resumed(self, raised: dict[str, Any], note: str | None) -> None:
+        """Raise the budgets in ``raised`` to their new values and lift the kill, keeping the
+        history (lock held): ``resume()`` here, or replay at a trace's ``resumed`` line."""
+        killed = self._killed
+        if raised:
+            values = self.config.settings_for(None)
+            used = {"max_calls": float(self._calls), "max_calls_per_turn": float(self._turn_calls),
+                    "max_cost": self._cost, "max_duration": self.elapsed()}
+            self.config = self.config.with_values(raised, origin="code")
+            if values["warn_at"]:
+                self._budget_steps.update(
+                    budget.arm(self.config.settings_for(None), tuple(raised), used)
+                )
+                self._set_warn()
+        if killed is None:
+            return
+        self._killed = None
+        if killed.kind == "loop" and self._killed_fp:
+            self._stopped[self._killed_fp] = killed
+        if note:
+            self._note_for_model(note)
+        self._outbox.append(RunResumed(self, killed, raised, note))
 
     def reset(self) -> None:
         """Clear history, counters, the clock and a kill: a fresh start (``/clear``).
