@@ -527,6 +527,33 @@ def _print_trace(out: TextIO, summary: TraceSummary) -> None:
 # --------------------------------------------------------------------------- report
 
 
+def _configs_and_traces(
+    command: str, config_paths: Sequence[str | None], env: str | None, paths: Sequence[str],
+    err: TextIO, *, stdin: bool,
+) -> tuple[list[Config], list[str]] | None:
+    """The configs and trace files a command works on, or None once what is wrong is printed."""
+    configs = []
+    for path in config_paths:
+        try:
+            configs.append(Config.load(path, env=env))
+        except ConfigError as exc:
+            print(f"{command}: {exc}", file=err)
+            return None
+    files = list(trace_files(paths))
+    bad = False
+    for p in files:
+        if p == "-" and not stdin:
+            print(f"{command}: --compare reads each trace twice: give files, not -", file=err)
+            bad = True
+        elif p != "-" and (not os.path.exists(p) or os.path.isdir(p)):
+            print(f"{command}: no such trace file: {p}", file=err)
+            bad = True
+    if not files:
+        print(f"{command}: no .jsonl traces found in " + ", ".join(paths), file=err)
+        bad = True
+    return None if bad else (configs, files)
+
+
 def report(
     paths: Sequence[str],
     *,
@@ -543,20 +570,10 @@ def report(
 
     out = out or sys.stdout
     err = err or sys.stderr
-    try:
-        config = Config.load(config_path, env=env)
-    except ConfigError as exc:
-        print(f"fuze report: {exc}", file=err)
+    loaded = _configs_and_traces("fuze report", [config_path], env, paths, err, stdin=True)
+    if loaded is None:
         return EXIT_USAGE
-    files = list(trace_files(paths))
-    missing = [p for p in files if p != "-" and (not os.path.exists(p) or os.path.isdir(p))]
-    for p in missing:
-        print(f"fuze report: no such trace file: {p}", file=err)
-    if missing:
-        return EXIT_USAGE
-    if not files:
-        print("fuze report: no .jsonl traces found in " + ", ".join(paths), file=err)
-        return EXIT_USAGE
+    [config], files = loaded
 
     def on_problem(problem: Problem) -> None:
         print(f"fuze report: {problem}", file=err)
@@ -642,22 +659,11 @@ def compare(
     """``fuze replay --compare A B``: each trace under both configs, side by side."""
     out = out or sys.stdout
     err = err or sys.stderr
-    configs = []
-    for path in (config_a, config_b):
-        try:
-            configs.append(Config.load(path, env=env))
-        except ConfigError as exc:
-            print(f"fuze replay: {exc}", file=err)
-            return EXIT_USAGE
-    files = list(trace_files(paths))
-    missing = [p for p in files if p == "-" or not os.path.exists(p) or os.path.isdir(p)]
-    for p in missing:
-        print(f"fuze replay: no such trace file: {p}" if p != "-" else
-              "fuze replay: --compare reads each trace twice: give files, not -", file=err)
-    if missing or not files:
-        if not files:
-            print("fuze replay: no .jsonl traces found in " + ", ".join(paths), file=err)
+    loaded = _configs_and_traces("fuze replay", [config_a, config_b], env, paths, err,
+                                 stdin=False)
+    if loaded is None:
         return EXIT_USAGE
+    configs, files = loaded
 
     def on_problem(problem: Problem) -> None:
         if replayer is replayers[0]:  # each problem once: both replays read the same lines
