@@ -114,7 +114,9 @@ class RunState:
         self._budget_steps: budget.Steps = {}
         if self.config._values.get("warn_at"):  # off by default: no settings to resolve
             self._budget_steps = budget.arm(self.config.settings_for(None))
-        self._set_warn()
+            self._set_warn()
+        else:
+            self._warn_calls = self._warn_turn = self._warn_cost = self._warn_time = _INF
 
     def _set_warn(self) -> None:
         steps = self._budget_steps
