@@ -244,3 +244,18 @@ def test_the_picture_in_docs_stopped_md_is_what_the_script_draws() -> None:
     assert script.PICTURE.read_text(encoding="utf-8") == drawn, (
         "docs/images/stop-timeline.svg is stale: run python scripts/gen_report_docs.py"
     )
+
+
+def test_a_live_runs_report_draws_one_mark_per_call_it_holds() -> None:
+    @guard(on_loop=["warn", "skip", "kill"])
+    def fetch(url: str) -> str:
+        return "<html>same</html>"
+
+    with fuzeguard.run("live") as run, pytest.raises(LoopDetected):
+        fetch("https://example.com/a")
+        for _ in range(10):
+            fetch("https://example.com/b")
+    found = _Marks()
+    found.feed(run.report().html())
+    assert [m["data-index"] for m in found.marks] == [str(i) for i in range(1, 8)]
+    assert [m["data-action"] for m in found.marks][-3:] == ["warn", "skip", "kill"]
