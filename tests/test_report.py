@@ -259,3 +259,30 @@ def test_a_live_runs_report_draws_one_mark_per_call_it_holds() -> None:
     found.feed(run.report().html())
     assert [m["data-index"] for m in found.marks] == [str(i) for i in range(1, 8)]
     assert [m["data-action"] for m in found.marks][-3:] == ["warn", "skip", "kill"]
+
+
+def test_a_trace_report_keeps_only_the_lines_a_replay_shows_would_change_the_outcome(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    config = tmp_path / "strict.toml"
+    config.write_text("[defaults]\nmax_iterations = 3\n", encoding="utf-8")
+    out = _report(capsys, monkeypatch, "examples/traces/stuck_search.jsonl", "--config",
+                  str(config))
+    # iterations and dedup both end the run at call 4: neither a higher cap nor an exemption
+    # from iterations alone changes that, so neither is offered; warning first does.
+    assert "stopped at call 4 by iterations" in out
+    assert "each checked by replaying the trace with it alone" in out
+    assert "max_iterations =" not in out and "exempt_from" not in out
+    assert 'on_loop = ["warn", "skip", "kill"]' in out
+
+
+def test_a_live_report_offers_its_lines_as_candidates_to_check() -> None:
+    @guard
+    def lookup(key: str) -> str:
+        return "unknown"
+
+    with fuzeguard.run() as run, pytest.raises(LoopDetected):
+        for _ in range(10):
+            lookup("k")
+    text = run.report().text()
+    assert "may change the outcome (check one with fuze replay --compare" in text

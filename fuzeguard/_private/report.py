@@ -11,11 +11,17 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from fuzeguard._private.records import Detection
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib  # type: ignore[import-not-found,unused-ignore]
 from fuzeguard._private.timeline import Mark
 
 if TYPE_CHECKING:
@@ -38,10 +44,27 @@ class Suggestion:
     key: str
     value: str
     why: str
+    # True once replaying the run's trace with this line alone changed how the run ended.
+    checked: bool = False
 
     @property
     def line(self) -> str:
         return f"{self.key} = {self.value}"
+
+    def applied(self, config: Config) -> Config:
+        """``config`` with this line added."""
+        from fuzeguard._private.config import Config as _Config
+        from fuzeguard._private.validation import validate_code_options
+
+        value = tomllib.loads(f"v = {self.value}")["v"]
+        if self.table == "defaults":
+            return config.with_values(validate_code_options({self.key: value}, "a suggested line",
+                                                            run_scope=True))
+        fn = self.table.removeprefix("functions.")
+        functions = {name: dict(table) for name, table in config._functions.items()}
+        functions.setdefault(fn, {})[self.key] = value
+        return _Config(config._values, functions, origins=config._origins, files=config.files,
+                       env=config.env)
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,11 +170,34 @@ def trace_reports(
     for path in trace_files(paths):
         runs.clear()
         summary = replayer.replay_file(path)
+        kills = {id(k.detection): (k.run, k.call) for k in summary.kills}
         for run in runs:
             # The calls after a kill are counted per trace: per run only when it holds one.
             later = summary.not_evaluated if len(runs) == 1 else 0
-            reports.append(report_of(run, later_calls=later, source=path))
+            report = report_of(run, later_calls=later, source=path)
+            stop = report.stop
+            if stop is not None and path != "-" and id(stop) in kills:
+                report = dataclasses.replace(report, suggestions=tuple(
+                    dataclasses.replace(s, checked=True) for s in report.suggestions
+                    if _changes(s, config, path, kills[id(stop)], use_code_settings)
+                ))
+            reports.append(report)
     return reports
+
+
+def _changes(suggestion: Suggestion, config: Config, path: str, stop: tuple[str | None, int],
+             use_code_settings: bool) -> bool:
+    """Whether replaying the trace with ``suggestion`` added ends the run otherwise than at
+    ``stop`` (its run label and call)."""
+    from fuzeguard._private.exceptions import ConfigError
+    from fuzeguard._private.replay import Replayer
+
+    try:
+        candidate = suggestion.applied(config)
+    except (ConfigError, ValueError, TypeError):
+        return False
+    summary = Replayer(candidate, use_code_settings=use_code_settings, keep=0).replay_file(path)
+    return stop not in {(k.run, k.call) for k in summary.kills}
 
 
 def report_of_detection(detection: Detection, calls: int, cost: float, elapsed: float,
@@ -415,7 +461,12 @@ def render_text(report: StopReport) -> str:
         lines.append(line + ".")
     if report.suggestions:
         lines.append("")
-        lines.append("Lines of fuze.toml that would change the outcome:")
+        if all(s.checked for s in report.suggestions):
+            lines.append("Lines of fuze.toml that change the outcome (each checked by replaying "
+                         "the trace with it alone):")
+        else:
+            lines.append("Lines of fuze.toml that may change the outcome (check one with "
+                         "fuze replay --compare on a trace of the run):")
         table = ""
         width = max(len(s.line) for s in report.suggestions)
         for s in report.suggestions:
