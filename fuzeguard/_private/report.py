@@ -27,11 +27,13 @@ from fuzeguard._private.timeline import Mark
 if TYPE_CHECKING:
     from fuzeguard._private.config import Config
     from fuzeguard._private.plan import Plan
-    from fuzeguard._private.replay import Problem
+    from fuzeguard._private.replay import Problem, ReplayedDetection
     from fuzeguard._private.run import Run
 
 # Calls shown as evidence, newest last.
 MAX_EVIDENCE = 12
+# Distinct suggested lines checked by replaying a trace (each is one more replay of it).
+MAX_CHECKED_LINES = 32
 # The layers a function can be exempt from, or given another kind for.
 _LOOP_KEYS = ("dedup", "cycle", "progress", "iterations", "semantic", "cost_velocity")
 
@@ -170,34 +172,52 @@ def trace_reports(
     for path in trace_files(paths):
         runs.clear()
         summary = replayer.replay_file(path)
-        kills = {id(k.detection): (k.run, k.call) for k in summary.kills}
-        for run in runs:
-            # The calls after a kill are counted per trace: per run only when it holds one.
-            later = summary.not_evaluated if len(runs) == 1 else 0
-            report = report_of(run, later_calls=later, source=path)
-            stop = report.stop
-            if stop is not None and path != "-" and id(stop) in kills:
-                report = dataclasses.replace(report, suggestions=tuple(
-                    dataclasses.replace(s, checked=True) for s in report.suggestions
-                    if _changes(s, config, path, kills[id(stop)], use_code_settings)
-                ))
-            reports.append(report)
+        # The calls after a kill are counted per trace: per run only when it holds one.
+        later = summary.not_evaluated if len(runs) == 1 else 0
+        found = [report_of(run, later_calls=later, source=path) for run in runs]
+        if path != "-":  # a stream cannot be read again
+            found = _checked(found, summary.kills, config, path, use_code_settings)
+        reports.extend(found)
     return reports
 
 
-def _changes(suggestion: Suggestion, config: Config, path: str, stop: tuple[str | None, int],
-             use_code_settings: bool) -> bool:
-    """Whether replaying the trace with ``suggestion`` added ends the run otherwise than at
-    ``stop`` (its run label and call)."""
+def _checked(reports: list[StopReport], kills: Sequence[ReplayedDetection], config: Config,
+             path: str, use_code_settings: bool) -> list[StopReport]:
+    """The reports with only the suggested lines that change how their run ended: the trace is
+    replayed once with each distinct line added (up to ``MAX_CHECKED_LINES`` per trace; past
+    that, the lines are left as candidates)."""
     from fuzeguard._private.exceptions import ConfigError
     from fuzeguard._private.replay import Replayer
 
-    try:
-        candidate = suggestion.applied(config)
-    except (ConfigError, ValueError, TypeError):
-        return False
-    summary = Replayer(candidate, use_code_settings=use_code_settings, keep=0).replay_file(path)
-    return stop not in {(k.run, k.call) for k in summary.kills}
+    stops = {id(k.detection): (k.run, k.call) for k in kills}
+    lines: dict[tuple[str, str, str], Suggestion] = {}
+    for report in reports:
+        if report.stop is not None and id(report.stop) in stops:
+            for s in report.suggestions:
+                lines.setdefault((s.table, s.key, s.value), s)
+    if not lines or len(lines) > MAX_CHECKED_LINES:
+        return reports
+    ends: dict[tuple[str, str, str], set[tuple[str | None, int]] | None] = {}
+    for key, line in lines.items():
+        try:
+            candidate = line.applied(config)
+        except (ConfigError, ValueError, TypeError):
+            ends[key] = None
+            continue
+        replayed = Replayer(candidate, use_code_settings=use_code_settings, keep=0)
+        ends[key] = {(k.run, k.call) for k in replayed.replay_file(path).kills}
+    out = []
+    for report in reports:
+        stop = stops.get(id(report.stop)) if report.stop is not None else None
+        if stop is not None:
+            kept = []
+            for s in report.suggestions:
+                end = ends[(s.table, s.key, s.value)]
+                if end is not None and stop not in end:
+                    kept.append(dataclasses.replace(s, checked=True))
+            report = dataclasses.replace(report, suggestions=tuple(kept))
+        out.append(report)
+    return out
 
 
 def report_of_detection(detection: Detection, calls: int, cost: float, elapsed: float,
