@@ -11,6 +11,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from freezegun import freeze_time
 
 import fuzeguard
 from fuzeguard import LoopDetected, guard
@@ -80,12 +81,12 @@ def test_live_run_report_previews_the_repeated_call_with_secrets_redacted() -> N
     def web_search(query: str, api_key: str) -> str:
         return "3 results for " + query
 
-    with fuzeguard.run("ticket-4711") as run:
+    with freeze_time("2026-01-01"), fuzeguard.run("ticket-4711") as run:
         with pytest.raises(LoopDetected) as caught:
             for _ in range(10):
                 web_search("best laptop 2026", api_key="sk-live-0123456789abcdefghij")
-    text = str(caught.value.report())
-    assert text == str(run.report())
+        text = str(caught.value.report())
+        assert text == str(run.report())
     assert 'Run "ticket-4711" was stopped at call 6 by dedup' in text
     assert "web_search(query='best laptop 2026', api_key='[redacted]')" in text
     assert "sk-live" not in text
