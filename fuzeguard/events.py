@@ -1,13 +1,14 @@
 """The events a run publishes to its subscribers (``run.subscribe``).
 
 Each is a frozen dataclass naming its run: ``CallStarted``, ``CallCompleted``, ``CallRefused``,
-``CallInterrupted``, ``Detected``, ``RunKilled``, ``TurnEnded``, ``RunReset``, ``CostAdded`` and
-``RunClosed``. See ``docs/concepts.md`` ("Run events").
+``CallInterrupted``, ``Detected``, ``RunKilled``, ``TurnEnded``, ``RunReset``, ``CostAdded``,
+``BudgetWarning``, ``RunResumed`` and ``RunClosed``. See ``docs/concepts.md`` ("Run events").
 """
 
 from __future__ import annotations
 
 from fuzeguard._private.events import (
+    BudgetWarning,
     CallCompleted,
     CallInterrupted,
     CallRefused,
@@ -18,11 +19,13 @@ from fuzeguard._private.events import (
     RunClosed,
     RunKilled,
     RunReset,
+    RunResumed,
     TurnEnded,
 )
 from fuzeguard._private.public import name_classes as _name_classes
 
 __all__ = [
+    "BudgetWarning",
     "CallCompleted",
     "CallInterrupted",
     "CallRefused",
@@ -33,6 +36,7 @@ __all__ = [
     "RunClosed",
     "RunKilled",
     "RunReset",
+    "RunResumed",
     "TurnEnded",
 ]
 

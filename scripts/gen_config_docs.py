@@ -38,7 +38,7 @@ OPTION_TYPES = {
     "int": "int", "float": "float", "bool": "bool", "str": "str", "duration": "Duration",
     "strs": "Strings", "actions": "Actions", "enabled": 'bool | Literal["observe"]',
     "kind": 'Kind | Literal["auto"]', "store": "str", "path": "str | os.PathLike[str]",
-    "any": "object",
+    "fractions": "list[float] | tuple[float, ...]", "any": "object",
 }
 OPTION_KEYS = {
     "layers": "Layers",
@@ -63,11 +63,12 @@ TYPE_TEXT = {
     "str": "string",
     "strs": "list of strings",
     "duration": 'seconds, or a duration string such as "90s", "30m", "1h30m"',
-    "actions": '"kill", "warn", "skip", or a list of them (a ladder)',
+    "actions": '"kill", "warn", "skip", "ask", or a list of them (a ladder)',
     "enabled": 'true, false or "observe"',
     "kind": '"auto", "read", "search", "write", "poll", "exec", "model" or "other"',
     "path": "file or directory path",
     "store": 'Redis URL ("redis://host:port/db", "rediss://..." or "unix://...")',
+    "fractions": "list of fractions above 0 and below 1",
     "any": "any TOML value",
 }
 
@@ -98,6 +99,7 @@ TYPE_EXAMPLES: dict[str, Any] = {
     "path": "path/to/file",
     "strs": ["name"],
     "actions": "warn",
+    "fractions": [0.8, 0.95],
     "any": "value",
 }
 

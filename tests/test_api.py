@@ -19,7 +19,7 @@ def test_all_is_sorted() -> None:
 
 
 def test_all_is_complete_and_exported() -> None:
-    hidden = {"annotations", "events", "integrations", "layers", "testing"}
+    hidden = {"annotations", "events", "integrations", "layers", "metering", "testing"}
     public = {n for n in vars(fuzeguard) if not n.startswith("_")} - hidden
     assert public == set(fuzeguard.__all__)
     assert all(hasattr(fuzeguard, n) for n in fuzeguard.__all__)

@@ -1,4 +1,5 @@
-"""The ``fuze`` sessions shown in ``examples/traces/README.md`` print what the page says.
+"""The ``fuze`` sessions shown in ``examples/traces/README.md`` and ``docs/stopped.md`` print what
+the pages say.
 
 Each ```console block holds ``$ fuze ...`` commands, each followed by its output. A line ``...``
 in the shown output stands for lines left out: the shown parts must appear, in order, in the
@@ -16,13 +17,14 @@ import pytest
 from fuzeguard._private.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
-PAGE = ROOT / "examples" / "traces" / "README.md"
+PAGES = [ROOT / "examples" / "traces" / "README.md", ROOT / "docs" / "stopped.md"]
 _CONSOLE = re.compile(r"```console\n(.*?)\n```", re.S)
 
 
 def _sessions() -> list[tuple[str, str]]:
     found = []
-    for block in _CONSOLE.findall(PAGE.read_text(encoding="utf-8")):
+    blocks = [b for page in PAGES for b in _CONSOLE.findall(page.read_text(encoding="utf-8"))]
+    for block in blocks:
         command: str | None = None
         output: list[str] = []
         for line in block.splitlines():

@@ -33,6 +33,7 @@ VALUES: dict[str, tuple[object, ...]] = {
     "store": ("redis://localhost:6379/0", 6379),
     "strs": (["id"], "id"),
     "actions": (["warn", "kill"], "kil"),
+    "fractions": ([0.8, 0.95], 0.8),
     "any": ("skipped",),
 }
 # Names of layers: layers= also takes layer objects, and a bare string passes mypy there (see

@@ -1,4 +1,4 @@
-"""The ``fuze`` command: ``fuze demo``, ``fuze check`` and ``fuze replay``.
+"""The ``fuze`` command: ``fuze demo``, ``fuze check``, ``fuze replay`` and ``fuze report``.
 
 Exit status: 0 when the command ran (whatever it found), 1 when ``--fail-on-detect`` was given and
 a replayed trace had detections, 2 for usage and configuration errors.
@@ -44,6 +44,7 @@ examples:
                                                 what a candidate config would have caught
   fuze replay traces/*.jsonl --format json --fail-on-detect
                                                 a CI gate over recorded traces
+  fuze report traces/run.jsonl --html run.html  why a run was stopped, with a picture
 
 Record traces with trace = "traces/" in fuze.toml, FUZE_TRACE=traces/ or
 fuzeguard.run(..., trace="traces/"). See docs/cli.md, docs/tracing.md, docs/tuning.md.
@@ -78,6 +79,24 @@ examples:
   fuze replay traces/ --config fuze.candidate.toml --env production
   fuze replay run.jsonl --format json | jq -r .layer | sort | uniq -c
   fuze replay traces/ --fail-on-detect             exit 1 if anything would fire
+  fuze replay traces/ --compare fuze.toml fuze.candidate.toml
+                                                   what each config does, side by side
+"""
+
+
+_REPORT_EPILOG = """\
+For each run recorded in the traces: which layer stopped it and why, the repeated
+calls with their arguments (redacted as traces are), calls and cost spent and saved,
+and the fuze.toml lines that would change the outcome. The traces are replayed under
+the config (as fuze replay does): nothing is executed.
+
+--html PATH writes one self-contained page (no script, no network) with a timeline
+picture of each run: calls along time, one lane per tool, warnings, skips, errors
+and the kill marked, and each call linked to the earlier call it repeats.
+
+examples:
+  fuze report traces/20261124T040900Z-e5ff927b121d.jsonl
+  fuze report traces/ --config fuze.toml --html report.html
 """
 
 
@@ -130,6 +149,9 @@ def _parser() -> argparse.ArgumentParser:
                      help="config to replay under (default: the discovered one)")
     rep.add_argument("--env", metavar="NAME",
                      help="environment overlay fuze.NAME.toml (default: $FUZE_ENV)")
+    rep.add_argument("--compare", nargs=2, metavar=("A.toml", "B.toml"),
+                     help="replay under two configs and show, per trace, what each does and the "
+                     "difference (instead of --config)")
     rep.add_argument("--format", choices=("text", "json"), default="text",
                      help="text (tables and a summary) or json (one object per detection)")
     rep.add_argument("--fail-on-detect", action="store_true",
@@ -140,6 +162,23 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument("--ignore-code-settings", action="store_true",
                      help="ignore settings the traced code passed to guard()/run(): "
                      "let the config alone decide")
+    rpt = sub.add_parser(
+        "report",
+        help="why recorded runs were stopped: the evidence and what to change (text, --html)",
+        description="Replay recorded traces and report, for each run, why it was stopped.",
+        epilog=_REPORT_EPILOG,
+        formatter_class=fmt,
+    )
+    rpt.add_argument("traces", nargs="+", metavar="TRACE",
+                     help="trace files (JSON Lines), directories of them, or - for stdin")
+    rpt.add_argument("--config", metavar="PATH",
+                     help="config to replay under (default: the discovered one)")
+    rpt.add_argument("--env", metavar="NAME",
+                     help="environment overlay fuze.NAME.toml (default: $FUZE_ENV)")
+    rpt.add_argument("--html", metavar="PATH",
+                     help="also write the report as one HTML page with a picture of each run")
+    rpt.add_argument("--ignore-code-settings", action="store_true",
+                     help="ignore settings the traced code passed to guard()/run()")
     progress = rep.add_mutually_exclusive_group()
     progress.add_argument("--progress", dest="progress", action="store_true", default=None,
                           help="always show the progress bar (on stderr)")
@@ -176,6 +215,16 @@ def _main(argv: Sequence[str] | None) -> int:
         return EXIT_USAGE
     if args.command == "check":
         return check(args.path, env=args.env)
+    if args.command == "report":
+        return report(args.traces, config_path=args.config, env=args.env, html=args.html,
+                      use_code_settings=not args.ignore_code_settings)
+    if args.compare is not None:
+        if args.config is not None or args.merge or args.fail_on_detect:
+            print("fuze replay: --compare takes the two configs itself and only reports: drop "
+                  "--config, --merge and --fail-on-detect", file=sys.stderr)
+            return EXIT_USAGE
+        return compare(args.traces, args.compare[0], args.compare[1], env=args.env,
+                       fmt=args.format, use_code_settings=not args.ignore_code_settings)
     return replay(
         args.traces,
         config_path=args.config,
@@ -473,3 +522,192 @@ def _print_trace(out: TextIO, summary: TraceSummary) -> None:
     if summary.not_evaluated:
         print(f"  {summary.not_evaluated:,} later call{_s(summary.not_evaluated)} not evaluated "
               "(their run was already killed)", file=out)
+
+
+# --------------------------------------------------------------------------- report
+
+
+def _configs_and_traces(
+    command: str, config_paths: Sequence[str | None], env: str | None, paths: Sequence[str],
+    err: TextIO, *, stdin: bool,
+) -> tuple[list[Config], list[str]] | None:
+    """The configs and trace files a command works on, or None once what is wrong is printed."""
+    configs = []
+    for path in config_paths:
+        try:
+            configs.append(Config.load(path, env=env))
+        except ConfigError as exc:
+            print(f"{command}: {exc}", file=err)
+            return None
+    files = list(trace_files(paths))
+    bad = False
+    for p in files:
+        if p == "-" and not stdin:
+            print(f"{command}: --compare reads each trace twice: give files, not -", file=err)
+            bad = True
+        elif p != "-" and (not os.path.exists(p) or os.path.isdir(p)):
+            print(f"{command}: no such trace file: {p}", file=err)
+            bad = True
+    if not files:
+        print(f"{command}: no .jsonl traces found in " + ", ".join(paths), file=err)
+        bad = True
+    return None if bad else (configs, files)
+
+
+def report(
+    paths: Sequence[str],
+    *,
+    config_path: str | None = None,
+    env: str | None = None,
+    html: str | None = None,
+    use_code_settings: bool = True,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+) -> int:
+    """``fuze report``: the stop report of each run in the traces; returns the exit status."""
+    from fuzeguard._private.report import trace_reports
+    from fuzeguard._private.report_html import page
+
+    out = out or sys.stdout
+    err = err or sys.stderr
+    loaded = _configs_and_traces("fuze report", [config_path], env, paths, err, stdin=True)
+    if loaded is None:
+        return EXIT_USAGE
+    [config], files = loaded
+
+    def on_problem(problem: Problem) -> None:
+        print(f"fuze report: {problem}", file=err)
+
+    try:
+        reports = trace_reports(files, config, use_code_settings=use_code_settings,
+                                on_problem=on_problem)
+    except OSError as exc:
+        if isinstance(exc, BrokenPipeError):
+            raise
+        print(f"fuze report: cannot read a trace: {exc.strerror or exc}", file=err)
+        return EXIT_USAGE
+    for i, item in enumerate(reports):
+        if i:
+            out.write("\n")
+        out.write(item.text())
+    if html is not None:
+        title = "fuzeguard report: " + ", ".join(files) if len(files) <= 3 else (
+            f"fuzeguard report: {len(files)} traces")
+        try:
+            Path(html).write_text(page(reports, title), encoding="utf-8")
+        except OSError as exc:
+            print(f"fuze report: cannot write {html}: {exc.strerror or exc}", file=err)
+            return EXIT_USAGE
+        print(f"fuze report: wrote {html}", file=err)
+    return EXIT_OK
+
+
+# --------------------------------------------------------------------------- compare
+
+
+def _outcome(summary: TraceSummary) -> str:
+    """What one config does to one trace, in a few words."""
+    if summary.kills:
+        first = summary.kills[0]
+        d = first.detection
+        text = (f"killed at call {first.call} by {d.layer}" if summary.runs == 1 else
+                f"{len(summary.kills)} of {summary.runs} runs killed (first at call {first.call} "
+                f"by {d.layer})")
+    elif summary.detected:
+        text = "not killed"
+    else:
+        return "nothing fires"
+    actions = ", ".join(f"{summary.by_action[a]} {a}" for a in ("warn", "skip", "ask", "observe")
+                        if summary.by_action.get(a))
+    return f"{text}; {actions}" if actions else text
+
+
+def _difference(a: TraceSummary, b: TraceSummary) -> str:
+    """How B's outcome differs from A's, in a few words."""
+    ka, kb = a.kills, b.kills
+    if ka and kb:
+        ca, cb = ka[0].call, kb[0].call
+        if cb < ca:
+            return f"B stops it {ca - cb} call{_s(ca - cb)} earlier"
+        if cb > ca:
+            return f"B stops it {cb - ca} call{_s(cb - ca)} later"
+        if ka[0].detection.layer != kb[0].detection.layer:
+            return "same call, another layer"
+        if len(ka) != len(kb):
+            return f"B kills {len(kb)} runs, A {len(ka)}"
+    elif ka:
+        return "only A stops it"
+    elif kb:
+        return "only B stops it"
+    if a.detected != b.detected:
+        more = b.detected - a.detected
+        return (f"B: {abs(more)} detection{_s(abs(more))} {'more' if more > 0 else 'fewer'}")
+    return "same"
+
+
+def compare(
+    paths: Sequence[str],
+    config_a: str,
+    config_b: str,
+    *,
+    env: str | None = None,
+    fmt: str = "text",
+    use_code_settings: bool = True,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+) -> int:
+    """``fuze replay --compare A B``: each trace under both configs, side by side."""
+    out = out or sys.stdout
+    err = err or sys.stderr
+    loaded = _configs_and_traces("fuze replay", [config_a, config_b], env, paths, err,
+                                 stdin=False)
+    if loaded is None:
+        return EXIT_USAGE
+    configs, files = loaded
+
+    def on_problem(problem: Problem) -> None:
+        if replayer is replayers[0]:  # each problem once: both replays read the same lines
+            print(f"fuze replay: {problem}", file=err)
+
+    replayers = [Replayer(c, on_problem=on_problem, use_code_settings=use_code_settings, keep=0)
+                 for c in configs]
+    rows: list[tuple[str, str, str, str]] = []
+    for path in files:
+        summaries = []
+        for replayer in replayers:
+            try:
+                summaries.append(replayer.replay_file(path))
+            except OSError as exc:
+                if isinstance(exc, BrokenPipeError):
+                    raise
+                print(f"fuze replay: cannot read {path}: {exc.strerror or exc}", file=err)
+                return EXIT_USAGE
+        a, b = summaries
+        if fmt == "json":
+            out.write(json.dumps({"trace": path, "a": _as_json(a), "b": _as_json(b),
+                                  "difference": _difference(a, b)}, ensure_ascii=False) + "\n")
+        rows.append((path, _outcome(a), _outcome(b), _difference(a, b)))
+    if fmt == "text":
+        print(f"A: {config_a}\nB: {config_b}\n", file=out)
+        header = ("trace", "A", "B", "difference")
+        widths = [max(len(r[i]) for r in [header, *rows]) for i in range(3)]
+        print("  ".join(h.ljust(w) for h, w in zip(header, [*widths, 0], strict=True)).rstrip(),
+              file=out)
+        for r in rows:
+            print("  ".join(c.ljust(w) for c, w in zip(r, [*widths, 0], strict=True)).rstrip(),
+                  file=out)
+        changed = sum(1 for r in rows if r[3] != "same")
+        print(f"\n{changed} of {len(rows)} trace{_s(len(rows))} differ.", file=out)
+    return EXIT_OK
+
+
+def _as_json(summary: TraceSummary) -> dict[str, Any]:
+    kill = summary.kills[0] if summary.kills else None
+    return {
+        "calls": summary.calls,
+        "runs": summary.runs,
+        "detections": summary.detected,
+        "by_action": dict(summary.by_action),
+        "killed": len(summary.kills),
+        "first_kill": None if kill is None else {"call": kill.call, "layer": kill.detection.layer},
+    }

@@ -16,7 +16,8 @@ from fuzeguard._private.records import Action, Call, Decision, Detection
 if TYPE_CHECKING:
     from fuzeguard._private.layer import Layer, RunView
 
-_SEVERITY = {"call": 0, "warn": 1, "skip": 2, "kill": 3}
+# "ask" may end in a kill: it outranks a skip, and a kill makes asking pointless.
+_SEVERITY = {"call": 0, "warn": 1, "skip": 2, "ask": 3, "kill": 4}
 # A pattern answered by its ladder's last step, "skip", this many times that comes back is killed:
 # skipping did not end the loop (a model that keeps reading "No results found." and searching).
 SKIPS_BEFORE_KILL: Final = 2
@@ -67,8 +68,20 @@ def decide(
         completed.append(detection)
         if _SEVERITY[action] > _SEVERITY[best_action]:
             best, best_action = detection, action
-    final: Literal["call", "warn", "skip", "kill"] = "call" if observe else best_action  # type: ignore[assignment]
+    final: Literal["call", "warn", "skip", "kill", "ask"] = "call" if observe else best_action  # type: ignore[assignment]
     return Decision(final, call.index, best, tuple(completed))
+
+
+def settle(decision: Decision) -> Decision:
+    """The decision its detections' actions make (the most severe wins): after ``ask`` answers
+    or a raised bar changed some of them."""
+    best: Detection | None = None
+    best_action = "call"
+    for detection in decision.detections:
+        action = detection.action
+        if _SEVERITY.get(action, 0) > _SEVERITY[best_action]:
+            best, best_action = detection, action
+    return Decision(best_action, decision.index, best, decision.detections)  # type: ignore[arg-type]
 
 
 def action_for(

@@ -2,9 +2,10 @@
 
 A run announces each step of a call (decided and started, completed, refused, interrupted), each
 decision that carries detections, a kill, the end of a turn, a reset, cost added outside any call,
-and its closing. The trace recorder, the structured log, the OpenTelemetry exporter and the
-``on_detect`` hooks are subscribers like any other (``sinks.py``); replay subscribes its own
-reporting instead. Nothing a subscriber does changes what the run decides.
+a budget reaching a ``warn_at`` fraction, a resume after a kill, and its closing. The trace
+recorder, the structured log, the OpenTelemetry exporter and the ``on_detect`` hooks are
+subscribers like any other (``sinks.py``); replay subscribes its own reporting instead. Nothing
+a subscriber does changes what the run decides.
 
 Events are delivered synchronously, in the thread (or task) whose call caused them, never while
 the run's lock is held, in the order they happened. A change made while the lock is held (a
@@ -126,6 +127,34 @@ class CostAdded:
 
 
 @dataclass(frozen=True, slots=True)
+class BudgetWarning:
+    """A run budget reached one of its ``warn_at`` fractions (once each; a turn's budget once
+    per turn): ``limit`` is the budget's key (``max_calls``, ``max_calls_per_turn``,
+    ``max_cost``, ``max_duration``), ``used`` how much of ``budget`` is spent, and ``message``
+    a note for the model ("80% of the call budget used (8 of 10 calls): wrap up."), also kept
+    for ``run.notes()``."""
+
+    run: Run
+    limit: str
+    fraction: float
+    used: float
+    budget: float
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class RunResumed:
+    """``run.resume()``: a killed run goes on with its history. ``detection`` is the stop it
+    resumes from; ``budgets`` the budgets raised, by key, to their new values; ``note`` the note
+    for the model, if any (also kept for ``run.notes()``)."""
+
+    run: Run
+    detection: Detection
+    budgets: dict[str, float]
+    note: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class RunClosed:
     """The last ``with`` block inside the run exited."""
 
@@ -134,10 +163,10 @@ class RunClosed:
 
 Event = (
     CallStarted | CallCompleted | CallRefused | CallInterrupted | Detected | RunKilled
-    | TurnEnded | RunReset | CostAdded | RunClosed
+    | TurnEnded | RunReset | CostAdded | BudgetWarning | RunResumed | RunClosed
 )
 EVENT_TYPES: tuple[type[Any], ...] = (
     CallStarted, CallCompleted, CallRefused, CallInterrupted, Detected, RunKilled, TurnEnded,
-    RunReset, CostAdded, RunClosed,
+    RunReset, CostAdded, BudgetWarning, RunResumed, RunClosed,
 )
 Subscriber = Callable[[Any], object]

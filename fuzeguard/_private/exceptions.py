@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from fuzeguard._private.records import Detection, RunStats
+    from fuzeguard._private.report import StopReport
+    from fuzeguard._private.run import Run
 
 
 class FuzeguardError(Exception):
@@ -51,10 +53,28 @@ class LoopDetected(FuzeguardError, RuntimeError):
     swallows the exception and retries cannot keep a dead run going.
     """
 
-    def __init__(self, detection: Detection, stats: RunStats) -> None:
+    def __init__(self, detection: Detection, stats: RunStats, run: Run | None = None) -> None:
         self.detection = detection
         self.stats = stats
+        self.run = run
         super().__init__(detection.message)
+
+    def report(self) -> StopReport:
+        """The stop report of the run that was killed (``Run.report``); from the detection and
+        the stats alone when that run is not known here."""
+        from fuzeguard._private.report import report_of, report_of_detection
+        from fuzeguard._private.run import current_run
+
+        run = self.run
+        if run is None:
+            current = current_run()
+            run = current if current.id == self.detection.run_id else None
+        if run is not None:
+            return report_of(run)
+        s = self.stats
+        from fuzeguard._private.config import Config
+
+        return report_of_detection(self.detection, s.calls, s.cost, s.elapsed, s.skipped, Config())
 
 
 class StoreUnavailable(FuzeguardError):

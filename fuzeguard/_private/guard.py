@@ -142,7 +142,7 @@ class Guard:
             assert decision.detection is not None
             return Skipped(_replacement(plan, decision.detection, run))
         assert decision.detection is not None
-        raise LoopDetected(decision.detection, run.stats())
+        raise LoopDetected(decision.detection, run.stats(), run)
 
 
 def _replacement(plan: Plan, detection: Detection, run: Run) -> Any:
@@ -245,6 +245,8 @@ def finish(
                      message="the cost= function raised; the call is recorded without its cost")
         else:
             cost += per_call
+    if run._unbilled:
+        cost += run._take_unbilled()  # model cost metered since the last call (metering.py)
     try:
         complete(run, plan, call, decision, t0 - run._start, time.monotonic() - t0, cost,
                  result, error, chunks is not None)
@@ -414,7 +416,7 @@ class Stream:
         p.decision = watch.decision
         if decision.action == "kill":
             assert decision.detection is not None
-            raise LoopDetected(decision.detection, p.run.stats())
+            raise LoopDetected(decision.detection, p.run.stats(), p.run)
         return decision.action == "skip"
 
     def done(self) -> None:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal
 
-Action = Literal["kill", "warn", "skip"]
+Action = Literal["kill", "warn", "skip", "ask"]
 Kind = Literal["loop", "warning", "limit"]
 
 
@@ -93,12 +93,13 @@ class Detection:
 
 @dataclass(frozen=True, slots=True)
 class Decision:
-    """What the guard does with a call: ``"call"`` it, ``"warn"`` and call it, ``"skip"`` or ``"kill"``.
+    """What the guard does with a call: ``"call"`` it, ``"warn"`` and call it, ``"skip"`` or ``"kill"``
+    (``"ask"`` only until the run's ``ask`` callback answered: ``ask.py``).
 
     ``detection`` is the one that chose the action; ``detections`` all that fired.
     """
 
-    action: Literal["call", "warn", "skip", "kill"]
+    action: Literal["call", "warn", "skip", "kill", "ask"]
     index: int
     detection: Detection | None = None
     detections: tuple[Detection, ...] = ()
@@ -143,3 +144,6 @@ class RunStats:
     store_errors: int = 0
     store_outages: int = 0
     locally_judged: int = 0
+    # Tokens metered from the framework's reports (``fuzeguard.metering``).
+    tokens_in: int = 0
+    tokens_out: int = 0

@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+from fuzeguard._private.budget import BUDGETS
 from fuzeguard._private.completion import UNKNOWN, complete
 from fuzeguard._private.config import Config
 from fuzeguard._private.events import Detected, RunKilled
@@ -320,6 +321,8 @@ class _RunReplay:
         self.killed: Detection | None = None
         self.run.subscribe(self._detected, Detected)
         self.run.subscribe(self._killed, RunKilled)
+        if replayer.on_run is not None:
+            replayer.on_run(self.run)
 
     def _detected(self, event: Detected) -> None:
         self.found.append(event.decision)
@@ -370,6 +373,8 @@ class Replayer:
     decides (for tuning keys that code sets). ``keep`` bounds how many detections each summary
     keeps (None: all), so that a huge trace full of detections replays in bounded memory.
     ``max_line`` is the longest line read, in characters (longer ones are reported and skipped).
+    ``on_run`` is called with each run a replay starts, before its first call (``fuze report``
+    subscribes its timeline there).
     """
 
     def __init__(
@@ -381,8 +386,10 @@ class Replayer:
         use_code_settings: bool = True,
         keep: int | None = None,
         max_line: int = MAX_LINE,
+        on_run: Callable[[ReplayRun], object] | None = None,
     ) -> None:
         self.config = config
+        self.on_run = on_run
         self.on_detection = on_detection
         self.on_problem = on_problem
         self.use_code_settings = use_code_settings
@@ -511,7 +518,7 @@ class Replayer:
                         self.config, obj.get("run_info"), summary, key, self.use_code_settings,
                         note, self,
                     )
-                if state.dead:
+                if state.dead and "resumed" not in obj:
                     summary.not_evaluated += 1
                 else:
                     try:
@@ -635,8 +642,10 @@ class Replayer:
         if error is not None and type(error) is not str:
             error = str(error)
 
-        if "reset" in obj or "turn" in obj or "extra_cost" in obj:
+        if "reset" in obj or "turn" in obj or "extra_cost" in obj or "resumed" in obj:
             self._run_events(state, obj, problem)
+            if "resumed" in obj:  # new budgets: the plans are made again, as live
+                plan = state.plans.get(fn) or state.plan(fn, obj, problem)
         if ts is not None:
             state.clock.now = ts
 
@@ -740,6 +749,22 @@ class Replayer:
         turn = obj.get("turn")
         if type(turn) is int and turn != run.stats().turn:
             run.end_turn()
+        resumed = obj.get("resumed")
+        if resumed is not None:
+            budgets: dict[str, Any] = {}
+            if type(resumed) is dict and set(resumed) <= set(BUDGETS):
+                try:
+                    budgets = validate_code_options(resumed, "trace resumed", run_scope=True)
+                except (ConfigError, TypeError) as exc:
+                    problem(f'"resumed" budgets ignored: {exc}')
+            else:
+                problem(f'"resumed" must map budget keys ({", ".join(BUDGETS)}) to numbers, got '
+                        f"{_show(resumed)}; the run resumes with its budgets")
+            with run._lock:
+                run._resumed(budgets, None)
+            run._drain()
+            state.dead = False  # the run was resumed live here: its next calls are judged
+            state.plans.clear()  # under its new budgets, as the live guards' plans were
         extra = obj.get("extra_cost")
         amount = _finite(extra)
         if amount is not None:

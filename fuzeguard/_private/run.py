@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, ClassVar, ParamSpec, TypeVar
 
+from fuzeguard._private import budget
 from fuzeguard._private.config import Config, discovered_config
 from fuzeguard._private.events import (
     EVENT_TYPES,
@@ -27,8 +28,10 @@ from fuzeguard._private.events import (
     Event,
     RunClosed,
     RunKilled,
+    RunResumed,
     Subscriber,
 )
+from fuzeguard._private.exceptions import FuzeguardError
 from fuzeguard._private.fingerprint import keyed
 from fuzeguard._private.hooks import callable_name
 from fuzeguard._private.log import emit
@@ -49,9 +52,12 @@ from fuzeguard._private.validation import validate_code_options
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
+    from fuzeguard._private.ask import AskHook
     from fuzeguard._private.options import RunOptions
     from fuzeguard._private.plan import Plan
+    from fuzeguard._private.report import StopReport
     from fuzeguard._private.store import Store
+    from fuzeguard._private.timeline import Timeline
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -138,6 +144,9 @@ class Run(RunState):
     # The run's shared state (``store/``): None, as a class default that costs a run of its own
     # nothing, or set on runs that have a store or a parent.
     _store: Store | None = None
+    # What the stop report reads the run's calls from (``timeline.py``): set by the standard
+    # subscribers, or by ``fuze report`` on replay's runs.
+    _timeline: Timeline | None = None
     # Whether the run gets the standard subscribers (``sinks.py``): replay's runs do not.
     _standard: ClassVar[bool] = True
     def __init__(
@@ -147,8 +156,11 @@ class Run(RunState):
         config: Config | str | Any = None,
         on_detect: DetectHook | Iterable[DetectHook] | None = None,
         parent: Run | str | None = None,
+        ask: AskHook | None = None,
         **settings: Unpack[RunOptions],
     ) -> None:
+        if ask is not None and not callable(ask):
+            raise TypeError(f"fuzeguard.run(ask=...) takes a function, got {ask!r}")
         resolved = _as_config(config)
         if settings:
             resolved = resolved.with_values(
@@ -158,6 +170,8 @@ class Run(RunState):
         self._fp_key = os.urandom(32)
         super().__init__(name, os.urandom(6).hex(), resolved)
         self.hooks: tuple[DetectHook, ...] = _as_hooks(on_detect)
+        # Answers the "ask" action (``ask.py``).
+        self.ask_hook: AskHook | None = ask
         self.started_at = time.time()
         # How many ``with`` blocks (in any task, thread or loop) are inside the run right now.
         self._entered = 0
@@ -337,8 +351,110 @@ class Run(RunState):
                 killed=self._killed is not None,
                 limits=limits,
                 layer_errors=dict(self._layer_errors),
+                tokens_in=self._tokens_in,
+                tokens_out=self._tokens_out,
                 **(self._store.stats() if self._store is not None else {}),
             )
+
+    def report(self) -> StopReport:
+        """Why the run was stopped (or what fired so far): the layer and its reason, the
+        repeated calls with their arguments previewed (redacted as traces are), calls and cost
+        spent and saved, and the ``fuze.toml`` lines that would change the outcome.
+        ``str(run.report())`` is the text; ``.html()`` a page with a picture of the run."""
+        from fuzeguard._private.report import report_of
+
+        return report_of(self)
+
+    def notes(self) -> list[str]:
+        """The notes for the model gathered since the last call of ``notes()``, oldest first:
+        each ``warn_at`` budget warning ("80% of the call budget used ...: wrap up") and the
+        note given to ``resume()``. Each note is returned once: an integration passes them on
+        to the model (with the next tool result, or in the next prompt)."""
+        with self._lock:
+            notes, self._notes = self._notes, []
+        return notes
+
+    def resume(
+        self,
+        *,
+        extra_calls: int = 0,
+        extra_cost: float = 0.0,
+        extra_time: float = 0.0,
+        note: str | None = None,
+    ) -> None:
+        """Go on with a killed run, keeping its history: the same loop is caught again at its
+        first repeat (the call it was killed at, made again, ends the run at once; its layers
+        keep their history) while a new call may proceed.
+
+        ``extra_calls`` raises the call budgets that are set (``max_calls``, and
+        ``max_calls_per_turn``) by that many calls, or, when none is set, allows that many
+        more calls; ``extra_cost`` raises ``max_cost`` (or allows that much more spending) and
+        ``extra_time`` (seconds) ``max_duration`` the same way. A budget that stopped the run
+        and is not raised stops it again at the next call. ``note`` is kept for the model
+        (``notes()``). Publishes ``RunResumed``. Raises FuzeguardError if the run was not
+        killed, or is shared through a store.
+        """
+        _non_negative("extra_calls", extra_calls, whole=True)
+        _non_negative("extra_cost", extra_cost)
+        _non_negative("extra_time", extra_time)
+        if note is not None and not isinstance(note, str):
+            raise TypeError(f"run.resume(note=...) takes a string, got {type(note).__name__}")
+        if self._store is not None:
+            raise FuzeguardError(
+                f"run {self.name or self.id} is shared through a store: resume() is not available "
+                "for shared runs; open a new run (or reset() it) instead"
+            )
+        with self._lock:
+            killed = self._killed
+            if killed is None:
+                raise FuzeguardError(
+                    f"run {self.name or self.id} was not killed: resume() continues a run after "
+                    "a kill; to give a running run more budget, open it with larger limits"
+                )
+            values = self.config.settings_for(None)
+            raised: dict[str, Any] = {}
+            if extra_calls:
+                for key in ("max_calls", "max_calls_per_turn"):
+                    if values[key] is not None:
+                        raised[key] = values[key] + extra_calls
+                if not raised:
+                    raised["max_calls"] = self._calls + extra_calls
+            if extra_cost:
+                base = values["max_cost"]
+                raised["max_cost"] = (self._cost if base is None else base) + extra_cost
+            if extra_time:
+                base = values["max_duration"]
+                raised["max_duration"] = (self.elapsed() if base is None else base) + extra_time
+            self._resumed(raised, note)
+        self._drain()
+        emit("warning", "fuzeguard.run_resumed", run_id=self.id, run_name=self.name,
+             layer=killed.layer, fn=killed.fn, call_index=killed.call_index,
+             budgets={k: v for k, v in raised.items()},
+             message="a killed run was resumed with its history: the loop that stopped it is "
+             "caught again at its first repeat")
+
+    def _resumed(self, raised: dict[str, Any], note: str | None) -> None:
+        """Raise the budgets in ``raised`` to their new values and lift the kill, keeping the
+        history (lock held): ``resume()`` here, or replay at a trace's ``resumed`` line."""
+        killed = self._killed
+        if raised:
+            values = self.config.settings_for(None)
+            used = {"max_calls": float(self._calls), "max_calls_per_turn": float(self._turn_calls),
+                    "max_cost": self._cost, "max_duration": self.elapsed()}
+            self.config = self.config.with_values(raised, origin="code")
+            if values["warn_at"]:
+                self._budget_steps.update(
+                    budget.arm(self.config.settings_for(None), tuple(raised), used)
+                )
+                self._set_warn()
+        if killed is None:
+            return
+        self._killed = None
+        if killed.kind == "loop" and self._killed_fp:
+            self._stopped[self._killed_fp] = killed
+        if note:
+            self._note_for_model(note)
+        self._outbox.append(RunResumed(self, killed, raised, note))
 
     def reset(self) -> None:
         """Clear history, counters, the clock and a kill: a fresh start (``/clear``).
@@ -374,6 +490,8 @@ class Run(RunState):
         else:
             with self._lock:
                 self._cost += amount
+                if self._cost >= self._warn_cost:
+                    self._budget_reached()
         self._deliver(CostAdded(self, amount))
 
     # ------------------------------------------------------------------ used by guards
@@ -387,9 +505,32 @@ class Run(RunState):
             return self._decided(plan, call, decision)
         with self._lock:
             call, decision = self._judge(plan, args_fp, arguments, kind)
-            if decision is not _REFUSED:
+            if decision is not _REFUSED and decision.action != "ask":
                 self._count(call, decision)
+        if decision.action == "ask":
+            decision = self._ask(plan, call, decision, self._count)
         return self._decided(plan, call, decision)
+
+    def _ask(
+        self, plan: Plan, call: Call, decision: Decision,
+        book: Callable[[Call, Decision], None],
+    ) -> Decision:
+        """Put a decision that calls for ``ask`` to the run's ``ask`` callback, outside the
+        lock, then book the answered decision (``ask.py``)."""
+        from fuzeguard._private.ask import Question, answer
+
+        assert decision.detection is not None
+        if self.ask_hook is None and not self._standard:
+            reply = "kill"  # replay: no one to ask, and nothing to log as live
+        else:
+            timeout = self.config.settings_for(None)["ask_timeout"]
+            reply = answer(self.ask_hook, Question(decision.detection, call.fn, self), timeout)
+        with self._lock:
+            if self._killed is not None:  # killed by another call while the question was open
+                return Decision("kill", call.index, self._killed, ())
+            decision = self._answered(decision, reply)
+            book(call, decision)
+        return decision
 
     def _decided(self, plan: Plan, call: Call, decision: Decision) -> tuple[Call, Decision]:
         """Log layer failures and refuse a call a failing layer could not judge under
@@ -422,7 +563,10 @@ class Run(RunState):
         else:
             with self._lock:
                 decision = self._judge_flag(plan, call, detection)
-                self._count_flag(decision)
+                if decision.action != "ask":
+                    self._count_flag(decision)
+            if decision.action == "ask":
+                decision = self._ask(plan, call, decision, lambda _, d: self._count_flag(d))
         if decision.detections:
             self._announce(plan, call, decision)
         return decision
@@ -473,6 +617,13 @@ def _subscriber_failed(run: Run, subscriber: Subscriber, event: Event, exc: Exce
          message="a subscriber of the run's events raised; the call goes on")
 
 
+def _non_negative(name: str, value: Any, *, whole: bool = False) -> None:
+    ok = isinstance(value, int) if whole else isinstance(value, (int, float))
+    if isinstance(value, bool) or not ok or not 0 <= value < float("inf"):
+        expected = "a whole number" if whole else "a finite number"
+        raise TypeError(f"run.resume({name}=...) takes {expected} of at least 0, got {value!r}")
+
+
 def _iteration_cap(value: int | None) -> int:
     """The iteration cap in force: the one set, or the built-in one."""
     from fuzeguard.layers.iterations import DEFAULT_CAP
@@ -510,6 +661,7 @@ def run(
     config: Config | str | Any = None,
     on_detect: DetectHook | Iterable[DetectHook] | None = None,
     parent: Run | str | None = None,
+    ask: AskHook | None = None,
     **settings: Unpack[RunOptions],
 ) -> Run:
     """Open a run: ``with fuzeguard.run("ticket-4711") as run: ...`` (or ``async with``).
@@ -518,6 +670,8 @@ def run(
     discovered fuze.toml. Keyword settings (``max_calls=50``, ``trace="traces/"``) override it.
     ``store="redis://host:6379/0"`` shares the run with every process that opens a run of the
     same name on that store (``docs/workers.md``). ``parent`` is the run this one works for (a
-    subagent's run): its calls and cost count toward the parent's budgets as well.
+    subagent's run): its calls and cost count toward the parent's budgets as well. ``ask``
+    answers the ``"ask"`` action of ``on_loop``: a function (or coroutine function) of a
+    ``Question`` that answers ``"continue"``, ``"skip"`` or ``"kill"`` (docs/stopped.md).
     """
-    return Run(name, config=config, on_detect=on_detect, parent=parent, **settings)
+    return Run(name, config=config, on_detect=on_detect, parent=parent, ask=ask, **settings)

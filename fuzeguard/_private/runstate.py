@@ -24,9 +24,10 @@ from collections import deque
 from collections.abc import Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
-from fuzeguard._private import state
+from fuzeguard._private import budget, state
+from fuzeguard._private.ask import ACTION_OF
 from fuzeguard._private.config import Config
-from fuzeguard._private.core import action_for, decide, pattern_key
+from fuzeguard._private.core import action_for, decide, pattern_key, settle
 from fuzeguard._private.events import CostAdded, Event, RunReset, TurnEnded
 from fuzeguard._private.exceptions import FuzeguardError
 from fuzeguard._private.fastinit import new_call, new_decision, new_record
@@ -37,10 +38,13 @@ from fuzeguard._private.secrets import exception_text
 if TYPE_CHECKING:
     from fuzeguard._private.plan import Plan
     from fuzeguard._private.run import Run
+    from fuzeguard._private.store import Store
 
 MIN_HISTORY = 32
 MAX_PATTERNS = 4096
 MAX_KEPT_DETECTIONS = 100
+MAX_NOTES = 32
+_INF = budget.INF
 
 _REFUSED = Decision("call", 0)  # marks a call refused under fail_closed (see ``_judge``)
 
@@ -51,6 +55,8 @@ class RunState:
 
     # The run's clock; None: time.monotonic. Replay's runs run on the trace's timestamps.
     _clock: Callable[[], float] | None = None
+    # The store a shared run's state goes through (``Run``); None for a run of its own.
+    _store: Store | None = None
 
     def __init__(self, name: str | None, run_id: str, config: Config) -> None:
         self.name = name
@@ -65,6 +71,8 @@ class RunState:
         self._layer_errors: dict[str, int] = {}
         self._layer_failures = 0
         self._unlogged: list[tuple[str, str, str]] = []
+        # Notes for the model (budget warnings, a resume's note) until ``notes()`` takes them.
+        self._notes: list[str] = []
         self._clear()
 
     def _clear(self) -> None:
@@ -82,10 +90,22 @@ class RunState:
         self._errors = 0
         self._consecutive_errors = 0
         self._cost = 0.0
+        # Tokens metered (``fuzeguard.metering``), and model cost counted toward the run but not
+        # yet billed to a call's record (the next completed call takes it).
+        self._tokens_in = 0
+        self._tokens_out = 0
+        self._unbilled = 0.0
         self._turn = 1
         self._turn_calls = 0
         self._start = self._now()
         self._killed: Detection | None = None
+        self._killed_fp = b""
+        # The arguments of the calls loops were killed at, kept by ``resume()``: repeating one
+        # ends the run again at once (``_judge``). Empty unless the run was resumed.
+        self._stopped: dict[bytes, Detection] = {}
+        # Patterns a person let go on (``ask`` answered continue): the hits at which the ladder
+        # asked, kept as their step, and the hits at which it asks again (the raised bar).
+        self._bars: dict[Hashable, tuple[int, int]] = {}
         self._hits: dict[Hashable, int] = {}
         # Once turns are marked (``end_turn``), the turn in which each pattern last stepped its
         # ladder: the ladder steps once per model turn, so a batch of identical parallel calls
@@ -95,6 +115,36 @@ class RunState:
         self._detections = 0
         self._detections_by_layer: dict[str, int] = {}
         self._kept: deque[Detection] = deque(maxlen=MAX_KEPT_DETECTIONS)
+        # warn_at: the thresholds ahead per budget, and the lowest of each (``budget.py``).
+        self._budget_steps: budget.Steps = {}
+        if self.config._values.get("warn_at"):  # off by default: no settings to resolve
+            self._budget_steps = budget.arm(self.config.settings_for(None))
+            self._set_warn()
+        else:
+            self._warn_calls = self._warn_turn = self._warn_cost = self._warn_time = _INF
+
+    def _set_warn(self) -> None:
+        steps = self._budget_steps
+        self._warn_calls = budget.first(steps, "max_calls")
+        self._warn_turn = budget.first(steps, "max_calls_per_turn")
+        self._warn_cost = budget.first(steps, "max_cost")
+        self._warn_time = budget.first(steps, "max_duration")
+
+    def _budget_reached(self) -> None:
+        """A counter reached a ``warn_at`` threshold (lock held): queue its warnings."""
+        used = {"max_calls": float(self._calls), "max_calls_per_turn": float(self._turn_calls),
+                "max_cost": self._cost, "max_duration": self.elapsed()}
+        values = self.config.settings_for(None)
+        for warning in budget.reached(cast("Run", self), self._budget_steps, used, values):
+            self._outbox.append(warning)
+            self._note_for_model(warning.message)
+        self._set_warn()
+
+    def _note_for_model(self, text: str) -> None:
+        notes = self._notes
+        notes.append(text)
+        if len(notes) > MAX_NOTES:
+            del notes[0]
 
     @property
     def calls(self) -> int:
@@ -163,12 +213,27 @@ class RunState:
         """A new turn begins (lock held): here, or in another process sharing the run."""
         self._turn += 1
         self._turn_calls = 0
+        if self.config._values.get("warn_at"):
+            self._budget_steps.update(
+                budget.arm(self.config.settings_for(None), ("max_calls_per_turn",))
+            )
+            self._set_warn()
         self._turns_marked = True
         self._outbox.append(TurnEnded(cast("Run", self), self._turn))
+
+    def _take_unbilled(self) -> float:
+        """Model cost metered outside any call, for the record of the call completing now: it
+        moves from the run's total into that record (``_book`` adds it back)."""
+        with self._lock:
+            amount, self._unbilled = self._unbilled, 0.0
+            self._cost -= amount
+        return amount
 
     def _spent(self, amount: float) -> None:
         """Cost counted toward this run outside its calls by a subagent's run (lock held)."""
         self._cost += amount
+        if self._cost >= self._warn_cost:
+            self._budget_reached()
         self._outbox.append(CostAdded(cast("Run", self), amount))
 
     def _layer_failed(self, layer: Any, call: Call, error: Exception) -> None:
@@ -215,6 +280,8 @@ class RunState:
         call = new_call(
             plan.name, self._attempts + 1, args_fp, arguments, kind or plan.kind_of(arguments)
         )
+        if self._stopped and args_fp in self._stopped:
+            return call, self._stopped_again(call)
         if self._unseen:
             self._show_running()
         if not plan.layers:
@@ -225,7 +292,44 @@ class RunState:
                           observe=observe, on_error=self._layer_failed)
         if self._layer_failures != failures and plan.settings.fail_closed:
             return call, _REFUSED  # a layer could not judge the call: refuse it
+        if decision.action == "ask":
+            if self._bars:
+                decision = self._under_bar(decision)
+            if decision.action == "ask" and self._store is not None:
+                # A shared run is judged under its store's lock: no one can be asked there.
+                decision = self._answered(decision, "kill")
         return call, decision
+
+    def _under_bar(self, decision: Decision) -> Decision:
+        """Questions about patterns a person let go on, below their raised bar, are warnings."""
+        bars = self._bars
+        detections = tuple(
+            dataclasses.replace(d, action="warn")
+            if d.action == "ask" and self._hits.get(pattern_key(d), 0) < bars.get(
+                pattern_key(d), (0, 0))[1]
+            else d
+            for d in decision.detections
+        )
+        return settle(Decision(decision.action, decision.index, decision.detection, detections))
+
+    def _answered(self, decision: Decision, answer: str) -> Decision:
+        """The decision once ``ask`` answered (lock held): the asked detections take the
+        answer's action. A continue keeps their patterns at the ladder's ``ask`` step and raises
+        the bar: they are warned, and asked about again once detected more than twice as many
+        times as when asked."""
+        action = ACTION_OF[answer]
+        detections = []
+        for d in decision.detections:
+            if d.action == "ask":
+                if answer == "continue":
+                    key = pattern_key(d)
+                    hits = self._hits.get(key, 0)
+                    step = self._bars[key][0] if key in self._bars else hits
+                    self._bars[key] = (step, 2 * (hits + 1) + 1)
+                d = dataclasses.replace(d, action=action)  # type: ignore[arg-type]
+            detections.append(d)
+        return settle(Decision(decision.action, decision.index, decision.detection,
+                               tuple(detections)))
 
     def _count(self, call: Call, decision: Decision) -> None:
         """Book a decision ``_judge`` made (here or, for a shared run, in another process)."""
@@ -241,11 +345,26 @@ class RunState:
             self._turn_calls += 1
             self._running[call.index] = call  # in flight from now on
             self._unseen += 1
+            if (
+                self._calls >= self._warn_calls or self._turn_calls >= self._warn_turn
+                or (self._warn_time != _INF and self._now() - self._start >= self._warn_time)
+            ):
+                self._budget_reached()
         elif action == "skip":
             self._skipped += 1
             self._remember_skip(call)
         else:
             self._killed = decision.detection
+            self._killed_fp = call.args_fp
+
+    def _stopped_again(self, call: Call) -> Decision:
+        """A resumed run repeats the call a loop was killed at: it ends the run again."""
+        before = self._stopped[call.args_fp]
+        detection = dataclasses.replace(
+            before, call_index=call.index, action="kill",
+            message=f"This run was stopped at this same call before and resumed: {before.message}",
+        )
+        return Decision("kill", call.index, detection, (detection,))
 
     def _judge_flag(self, plan: Plan, call: Call, detection: Detection) -> Decision:
         if self._killed is not None:
@@ -255,7 +374,10 @@ class RunState:
         detection = dataclasses.replace(
             detection, run_id=self.id, call_index=call.index, action=action
         )
-        return Decision("call" if observe else action, call.index, detection, (detection,))
+        decision = Decision("call" if observe else action, call.index, detection, (detection,))
+        if action == "ask" and self._bars and not observe:
+            decision = self._under_bar(decision)
+        return decision
 
     def _count_flag(self, decision: Decision) -> None:
         if not decision.detections:
@@ -265,6 +387,12 @@ class RunState:
             self._killed = decision.detection
 
     def _hit_count(self, key: Hashable) -> int:
+        """Where a pattern is on the ladder: how often it was detected, or, for a pattern a
+        person let go on, the ``ask`` step it stays at."""
+        if self._bars:
+            bar = self._bars.get(key)
+            if bar is not None:
+                return bar[0]
         hits = self._hits.get(key, 0)
         if hits and self._turns_marked and self._hit_turns.get(key) == self._turn:
             return hits - 1  # it stepped in this turn already: this detection takes that step
@@ -448,3 +576,5 @@ class RunState:
             self._consecutive_errors = 0
         if record.cost:
             self._cost += record.cost
+            if self._cost >= self._warn_cost:
+                self._budget_reached()

@@ -38,9 +38,10 @@ class Settings:
     )
     on_loop: tuple[str, ...] = setting(
         ("kill",), type="actions", origin="Fuze (kill_on_loop = true); ladder from OpenFang/Hermes",
-        doc='"kill", "warn" or "skip", or a ladder such as ["warn", "skip", "kill"] that steps on '
-        "each repeated detection of the same pattern (a pattern skipped twice at the last step that "
-        'comes back is killed). kill_on_loop = true/false is shorthand for "kill"/"warn".',
+        doc='"kill", "warn", "skip" or "ask" (a person answers, through fuzeguard.run(ask=...)), '
+        'or a ladder such as ["warn", "skip", "kill"] that steps on each repeated detection of '
+        "the same pattern (a pattern skipped twice at the last step that comes back is killed). "
+        'kill_on_loop = true/false is shorthand for "kill"/"warn".',
     )
     layers: tuple[str, ...] = setting(
         DEFAULT_LAYERS, type="strs", origin="fuzeguard",
@@ -90,6 +91,18 @@ class Settings:
     max_resets: int = setting(
         2, type="int", minimum=0, origin="groq-code-cli", scope="run",
         doc="How many times run.reset() may clear a run.",
+    )
+    warn_at: tuple[float, ...] = setting(
+        (), type="fractions", origin="fuzeguard", scope="run",
+        doc="Fractions of each run budget (max_calls, max_calls_per_turn, max_cost, "
+        "max_duration) at which the run publishes a BudgetWarning, once each, with a note for "
+        'the model such as "80% of the call budget used: wrap up" (run.notes()). [0.8, 0.95] '
+        "warns at 80% and 95%; [] (the default) never.",
+    )
+    ask_timeout: float = setting(
+        300.0, type="duration", minimum=0, origin="fuzeguard", scope="run",
+        doc='How long the "ask" action waits for the answer of fuzeguard.run(ask=...); without an '
+        "answer in time, the run is killed.",
     )
     store: str | None = setting(
         None, type="store", optional=True, origin="fuzeguard", scope="run",

@@ -1,8 +1,10 @@
 """The standard subscribers of a live run: the structured log, ``on_detect`` hooks and
-``testing.capture_detections()``, OpenTelemetry, and the trace (``events.py``).
+``testing.capture_detections()``, OpenTelemetry, the stop report's timeline and the trace
+(``events.py``).
 
 Replay's runs have none of them: a replay never logs detections as live ones, calls hooks, touches
-spans or writes a trace; it subscribes its own reporting instead.
+spans or writes a trace; it subscribes its own reporting instead. A live run's timeline listens
+to its detections only, for its stop report (``timeline.py``).
 """
 
 from __future__ import annotations
@@ -10,11 +12,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from fuzeguard._private import state
-from fuzeguard._private.events import Detected, RunKilled
+from fuzeguard._private.events import BudgetWarning, Detected, RunKilled
 from fuzeguard._private.hooks import run_hooks
 from fuzeguard._private.log import emit
 from fuzeguard._private.otel import annotate
 from fuzeguard._private.secrets import redactor
+from fuzeguard._private.timeline import Timeline
 from fuzeguard._private.trace import TraceRecorder
 from fuzeguard._private.values import encode_value
 
@@ -28,6 +31,8 @@ def attach_standard(run: Run) -> None:
     run.subscribe(report, Detected)
     run.subscribe(span_events, Detected)
     run.subscribe(log_kill, RunKilled)
+    run.subscribe(log_budget, BudgetWarning)
+    run._timeline = Timeline(run)
     TraceRecorder(run).attach()
 
 
@@ -68,6 +73,12 @@ def log_kill(event: RunKilled) -> None:
     d = event.detection
     emit("error", "fuzeguard.run_killed", run_id=event.run.id, run_name=event.run.name, fn=d.fn,
          layer=d.layer, call_index=d.call_index, message=d.message)
+
+
+def log_budget(event: BudgetWarning) -> None:
+    emit("warning", "fuzeguard.budget_warning", run_id=event.run.id, run_name=event.run.name,
+         limit=event.limit, fraction=event.fraction, used=event.used, budget=event.budget,
+         message=event.message)
 
 
 def span_events(event: Detected) -> None:

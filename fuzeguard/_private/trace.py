@@ -14,7 +14,8 @@ plus ``"error"`` for a failed call, ``"detections"`` and ``"action"`` when somet
 generator's call (its result is the list of its chunks), ``"run_info"`` on a run's first
 line, ``"guard"`` (the settings a guard sets in code) on a function's first line, and
 ``"reset"``, ``"turn"`` and ``"extra_cost"`` when ``run.reset()``, ``run.end_turn()`` or an
-``add_cost()`` outside any call changed the run since the previous line.
+``add_cost()`` outside any call changed the run since the previous line, and ``"resumed"`` (the
+budgets raised, by key) on the first line after ``run.resume()``.
 
 Values that JSON cannot hold are written in a tagged form, ``{"$fuze": "<kind>", ...}``
 (``values.py``), that replay reads back; results and arguments larger than
@@ -48,6 +49,7 @@ from fuzeguard._private.events import (
     CostAdded,
     RunClosed,
     RunReset,
+    RunResumed,
     TurnEnded,
 )
 from fuzeguard._private.log import emit
@@ -159,6 +161,7 @@ class TraceRecorder:
         "_lock",
         "_ok",
         "_reset",
+        "_resumed",
         "_settled",
         "_started",
         "_torn",
@@ -180,6 +183,7 @@ class TraceRecorder:
         self._reset: int | None = None
         self._turn: int | None = None
         self._extra = 0.0
+        self._resumed: dict[str, Any] | None = None
         self._ok = False
         self._torn = False
         self._calls_heard: Callable[[], None] | None = None
@@ -187,7 +191,7 @@ class TraceRecorder:
     def attach(self) -> None:
         """Subscribe to the run's events."""
         subscribe = self.run.subscribe
-        subscribe(self._marked, TurnEnded, RunReset, CostAdded)
+        subscribe(self._marked, TurnEnded, RunReset, CostAdded, RunResumed)
         subscribe(self._closed, RunClosed)
         self._hear_calls()
 
@@ -234,9 +238,11 @@ class TraceRecorder:
             assert type(event) is CallInterrupted
             self.write_refused(event.plan, event.call, event.decision, event.start, event.chunks)
 
-    def _marked(self, event: TurnEnded | RunReset | CostAdded) -> None:
+    def _marked(self, event: TurnEnded | RunReset | CostAdded | RunResumed) -> None:
         with self._lock:
-            if type(event) is TurnEnded:
+            if type(event) is RunResumed:
+                self._resumed = dict(event.budgets)
+            elif type(event) is TurnEnded:
                 self._turn = event.turn
             elif type(event) is RunReset:
                 self._reset = event.resets
@@ -335,6 +341,9 @@ class TraceRecorder:
                 if self._turn is not None:
                     line["turn"] = self._turn
                     self._turn = None
+                if self._resumed is not None:
+                    line["resumed"] = self._resumed
+                    self._resumed = None
                 fn = line["fn"]
                 if fn not in self._fns:
                     self._fns.add(fn)

@@ -16,7 +16,7 @@ from fuzeguard._private.exceptions import ConfigError
 from fuzeguard._private.schema import ALIASES, CALLABLE_OK, FieldSpec, schema, setting_classes
 from fuzeguard._private.suggest import did_you_mean
 
-ACTIONS = ("kill", "warn", "skip")
+ACTIONS = ("kill", "warn", "skip", "ask")
 # The largest whole number any key accepts: far above any real window or limit, and small enough
 # that no window size, count or buffer derived from it overflows.
 MAX_INT = 2**31 - 1
@@ -131,14 +131,25 @@ def coerce(spec: FieldSpec, value: Any, *, from_code: bool) -> Any:
         if not all(isinstance(v, str) for v in value):
             raise ValueError(f"every item must be a string, got {list(value)!r}")
         out = tuple(value)
+    elif t == "fractions":
+        if isinstance(value, str) or not isinstance(value, (list, tuple)):
+            raise _type_error(value, "a list of fractions, such as [0.8, 0.95]")
+        for item in value:
+            if (not isinstance(item, (int, float)) or isinstance(item, bool)
+                    or not 0 < item < 1):
+                raise ValueError(
+                    f"every item must be a fraction above 0 and below 1 (0.8 is 80%), got "
+                    f"{list(value)!r}"
+                )
+        out = tuple(sorted({float(v) for v in value}))
     elif t == "actions":
         items = [value] if isinstance(value, str) else value
         if not isinstance(items, (list, tuple)) or not items:
-            raise _type_error(value, '"kill", "warn", "skip" or a list of them')
+            raise _type_error(value, '"kill", "warn", "skip", "ask" or a list of them')
         for item in items:
             if item not in ACTIONS:
                 raise ValueError(
-                    f"unknown action {item!r}; use one of \"kill\", \"warn\", \"skip\""
+                    f"unknown action {item!r}; use one of \"kill\", \"warn\", \"skip\", \"ask\""
                     + did_you_mean(str(item), ACTIONS).replace("`", '"')
                 )
         out = tuple(items)

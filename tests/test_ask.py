@@ -1,0 +1,171 @@
+"""The ``ask`` action: a person answers continue, skip or kill; no answer in time is a kill, and a
+continue raises the bar instead of switching the guard off."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+from pathlib import Path
+
+import pytest
+
+import fuzeguard
+from fuzeguard import ConfigError, LoopDetected, guard
+from fuzeguard._private.ask import Question
+from fuzeguard.testing import capture_detections
+
+
+def _tool() -> object:
+    @guard(on_loop=["ask", "kill"])
+    def web_search(query: str) -> str:
+        return "3 results for " + query
+
+    return web_search
+
+
+def test_continue_lets_the_call_go_ahead_with_a_warning() -> None:
+    asked: list[Question] = []
+
+    def ask(question: Question) -> str:
+        asked.append(question)
+        return "continue"
+
+    search = _tool()
+    with fuzeguard.run("t", ask=ask) as run, capture_detections() as found:
+        for _ in range(4):
+            assert search("same") == "3 results for same"  # type: ignore[operator]
+    assert len(asked) == 1
+    assert asked[0].detection.layer == "dedup" and asked[0].fn == "web_search"
+    assert asked[0].run is run
+    assert found[-1].action == "warn" and run.killed is None
+
+
+def test_continue_raises_the_bar_instead_of_allowing_always() -> None:
+    asked: list[int] = []
+
+    def ask(question: Question) -> str:
+        asked.append(question.detection.call_index)
+        return "continue"
+
+    search = _tool()
+    with fuzeguard.run("t", ask=ask) as run:
+        for _ in range(14):
+            search("same")  # type: ignore[operator]
+    # Asked at the 3rd identical call; then only warned, and asked again past a higher bar
+    # each time: never killed (no kill without an answer), never silenced for good.
+    assert asked == [3, 6, 12]
+    assert run.killed is None
+
+
+def test_skip_answers_for_the_tool() -> None:
+    search = _tool()
+    with fuzeguard.run("t", ask=lambda q: "skip") as run:
+        for _ in range(2):
+            search("same")  # type: ignore[operator]
+        answer = search("same")  # type: ignore[operator]
+    assert "same arguments" in answer
+    assert run.stats().skipped == 1 and run.killed is None
+
+
+def test_kill_ends_the_run() -> None:
+    search = _tool()
+    with fuzeguard.run("t", ask=lambda q: "kill") as run, pytest.raises(LoopDetected) as caught:
+        for _ in range(4):
+            search("same")  # type: ignore[operator]
+    assert caught.value.detection.action == "kill" and run.killed is not None
+
+
+def test_no_answer_within_the_timeout_kills_the_run() -> None:
+    release = threading.Event()
+
+    def ask(question: Question) -> str:
+        release.wait()  # a person who never answers in time
+        return "continue"
+
+    search = _tool()
+    try:
+        with fuzeguard.run("t", ask=ask, ask_timeout=0) as run, pytest.raises(LoopDetected):
+            for _ in range(4):
+                search("same")  # type: ignore[operator]
+        assert run.killed is not None
+    finally:
+        release.set()
+
+
+def test_an_unresolved_future_times_out_as_a_kill() -> None:
+    pending: concurrent.futures.Future[str] = concurrent.futures.Future()
+    search = _tool()
+    with fuzeguard.run("t", ask=lambda q: pending, ask_timeout=0) as run:
+        with pytest.raises(LoopDetected):
+            for _ in range(4):
+                search("same")  # type: ignore[operator]
+    assert run.killed is not None
+
+
+def test_a_future_answered_by_another_thread_is_the_answer() -> None:
+    def ask(question: Question) -> concurrent.futures.Future[str]:
+        answer: concurrent.futures.Future[str] = concurrent.futures.Future()
+        threading.Thread(target=answer.set_result, args=("skip",)).start()
+        return answer
+
+    search = _tool()
+    with fuzeguard.run("t", ask=ask) as run:
+        for _ in range(3):
+            search("same")  # type: ignore[operator]
+    assert run.stats().skipped == 1
+
+
+def test_an_async_callback_is_awaited() -> None:
+    async def ask(question: Question) -> str:
+        await asyncio.sleep(0)
+        return "skip"
+
+    search = _tool()
+    with fuzeguard.run("t", ask=ask) as run:
+        for _ in range(3):
+            search("same")  # type: ignore[operator]
+    assert run.stats().skipped == 1
+
+
+def test_an_async_guarded_tool_asks_too() -> None:
+    @guard(on_loop=["ask", "kill"])
+    async def fetch(url: str) -> str:
+        return "page"
+
+    async def main() -> int:
+        async with fuzeguard.run("t", ask=lambda q: "skip") as run:
+            for _ in range(3):
+                await fetch("https://example.com")
+            return run.stats().skipped
+
+    assert asyncio.run(main()) == 1
+
+
+@pytest.mark.parametrize("callback", [lambda q: "yes", lambda q: 1 / 0, None])
+def test_a_wrong_answer_a_failing_callback_or_none_at_all_kills(callback: object) -> None:
+    search = _tool()
+    with fuzeguard.run("t", ask=callback) as run, pytest.raises(LoopDetected):  # type: ignore[arg-type]
+        for _ in range(4):
+            search("same")  # type: ignore[operator]
+    assert run.killed is not None
+
+
+def test_ask_is_an_action_of_the_ladder_and_its_callback_must_be_a_function() -> None:
+    with pytest.raises(ConfigError, match='"ask"'):
+        fuzeguard.Config.from_dict({"defaults": {"on_loop": ["warn", "aks"]}})
+    with pytest.raises(TypeError, match="ask="):
+        fuzeguard.run(ask="continue")  # type: ignore[arg-type]
+
+
+def test_replay_of_a_ladder_with_ask_answers_kill_without_asking(tmp_path: Path) -> None:
+    from fuzeguard._private.replay import replay
+
+    lines = "".join(f'{{"fn":"web_search","args":{{"q":"x"}},"result":"r","ts":{i}}}\n'
+                    for i in range(6))
+    trace = tmp_path / "t.jsonl"
+    trace.write_text(lines, encoding="utf-8")
+    config = fuzeguard.Config.from_dict({"defaults": {"on_loop": ["ask", "kill"]}})
+    [summary] = replay([str(trace)], config)
+    assert [k.detection.action for k in summary.kills] == ["kill"]
+    assert summary.kills[0].call == 3
