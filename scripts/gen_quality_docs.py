@@ -2,8 +2,8 @@
 
 Every figure on the page is computed here, from the same scenarios the tests assert on:
 
-* the labelled corpus of other loop guards' test scenarios (``../shared/corpus``, scored with its
-  own ``score.py`` and the ``fuze`` of this environment);
+* the labelled corpus of other loop guards' test scenarios (``benchmarks/corpora/peers``, scored
+  with its own ``score.py``, which replays with this checkout);
 * runs shaped like real coding agents' (``tests/agent_shapes.py``), many seeds of each shape;
 * the loop shapes of ``tests/test_trace_corpus.py``, with the call each is flagged and stopped at;
 * the volatile-part examples of ``tests/test_meaning.py``.
@@ -25,7 +25,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "quality.md"
-SCORER = ROOT.parent / "shared" / "corpus" / "score.py"
+SCORER = ROOT / "benchmarks" / "corpora" / "peers" / "score.py"
 SEEDS = 50
 
 sys.path.insert(0, str(ROOT / "tests"))
@@ -44,7 +44,6 @@ from test_trace_corpus import LOOPS, steps_of  # noqa: E402
 def corpus_score() -> str:
     """The scorer's summary line for the default configuration."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("FUZE_")}
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     done = subprocess.run([sys.executable, str(SCORER)], capture_output=True, text=True, env=env,
                           timeout=600)
     lines = done.stdout.strip().splitlines()
@@ -146,12 +145,13 @@ of date.
 
 86 traces converted from the test suites of DeerFlow, agentguard, OpenHands, Ralph, gemini-cli,
 OpenClaw, OpenFang and Hermes, each labelled `loop` (with the call by which a good guard has
-flagged it), `legit` or `ambiguous` (kept beside the project, in `shared/corpus/`).
+flagged it), `legit` or `ambiguous` (in the repository: `benchmarks/corpora/peers/`, with a
+README on where each trace came from).
 A loop flagged after its deadline counts as late; any detection on a legitimate trace is a false
 positive.
 
 ```console
-$ python ../shared/corpus/score.py --detail
+$ python benchmarks/corpora/peers/score.py --detail
 {corpus_score()}
 ```
 

@@ -67,6 +67,7 @@ recorded results and fingerprints, and nothing is executed. A killed run stops t
 a call the replay skips is treated as not executed; every trace (and every run in a
 shared trace file) is an independent run. Malformed lines are reported on stderr as
 FILE:LINE and skipped. A directory stands for the *.jsonl files in it; - is stdin.
+A gzip-compressed trace (*.jsonl.gz) is read as it is.
 
 --format json prints one object per detection and nothing else on stdout:
   {"trace": "traces/a.jsonl", "call": 7, "fn": "web_search", "layer": "dedup",
@@ -125,7 +126,8 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=fmt,
     )
     rep.add_argument("traces", nargs="+", metavar="TRACE",
-                     help="trace files (JSON Lines), directories of them, or - for stdin")
+                     help="trace files (JSON Lines, gzip-compressed or not), directories of them, "
+                     "or - for stdin")
     rep.add_argument("--config", metavar="PATH",
                      help="config to replay under (default: the discovered one)")
     rep.add_argument("--env", metavar="NAME",
@@ -341,7 +343,7 @@ def replay(
         print(f"fuze replay: {exc}", file=err)
         return EXIT_USAGE
     files = list(trace_files(paths))
-    # Not only regular files: a FIFO (``<(zcat old.jsonl.gz)``) or a device is read as a stream.
+    # Not only regular files: a FIFO (``<(ssh host cat run.jsonl)``) or a device is read as a stream.
     missing = [p for p in files if p != "-" and (not os.path.exists(p) or os.path.isdir(p))]
     if missing:
         for p in missing:
