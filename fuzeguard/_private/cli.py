@@ -1,7 +1,8 @@
 """The ``fuze`` command: ``fuze demo``, ``fuze check`` and ``fuze replay``.
 
 Exit status: 0 when the command ran (whatever it found), 1 when ``--fail-on-detect`` was given and
-a replayed trace had detections, 2 for usage and configuration errors.
+a replayed trace had detections, 2 for usage and configuration errors (and for ``fuze replay`` of
+input that is not a trace: a file none of whose lines is a call, a directory without traces).
 """
 
 from __future__ import annotations
@@ -47,7 +48,8 @@ examples:
 
 Record traces with trace = "traces/" in fuze.toml, FUZE_TRACE=traces/ or
 fuzeguard.run(..., trace="traces/"). See docs/cli.md, docs/tracing.md, docs/tuning.md.
-exit status: 0 ran, 1 detections with --fail-on-detect, 2 usage or config error.
+exit status: 0 ran, 1 detections with --fail-on-detect, 2 usage or config error, or
+input that is not a trace.
 """
 
 _CHECK_EPILOG = """\
@@ -349,9 +351,13 @@ def replay(
         for p in missing:
             print(f"fuze replay: no such trace file: {p}", file=err)
         return EXIT_USAGE
-    for p in paths:
-        if os.path.isdir(p) and not any(f.startswith(os.path.join(p, "")) for f in files):
-            print(f"fuze replay: warning: no .jsonl traces in directory {p}", file=err)
+    empty = [p for p in paths
+             if os.path.isdir(p) and not any(f.startswith(os.path.join(p, "")) for f in files)]
+    for p in empty:
+        print(f"fuze replay: no traces in directory {p} (a directory stands for its *.jsonl and "
+              "*.jsonl.gz files)", file=err)
+    if empty:
+        return EXIT_USAGE
 
     sizes = [os.path.getsize(p) if p != "-" and os.path.isfile(p) else 0 for p in files]
     show = progress if progress is not None else (
@@ -380,6 +386,7 @@ def replay(
         keep=0 if fmt == "json" else MAX_ROWS,
     )
     total_calls = total_runs = total_detections = killed = problems = 0
+    not_traces: list[str] = []
     by_layer: dict[str, int] = {}
     by_action: dict[str, int] = {}
     jobs = list(zip(files, sizes, strict=True))
@@ -402,6 +409,13 @@ def replay(
         extra = problems_shown.get(path, 0) - MAX_PROBLEMS
         if extra > 0:
             print(f"fuze replay: ... and {extra} more problem lines in {path}", file=err)
+        if summary.calls and not summary.call_lines:
+            not_traces.append(path)
+            print(f"fuze replay: {path} is not a trace: none of its {summary.calls:,} "
+                  f"line{_s(summary.calls)} is a call (a JSON object with \"fn\", one per "
+                  "line, as fuzeguard records them; see docs/tracing.md)", file=err)
+        elif not summary.calls:
+            print(f"fuze replay: warning: {path} holds no calls", file=err)
         total_calls += summary.calls
         total_runs += summary.runs
         total_detections += summary.detected
@@ -434,6 +448,8 @@ def replay(
         if problems:
             print(f"{problems} line{_s(problems)} could not be replayed as written (see stderr).",
                   file=out)
+    if not_traces:
+        return EXIT_USAGE
     if fail_on_detect and total_detections:
         return EXIT_DETECTED
     return EXIT_OK

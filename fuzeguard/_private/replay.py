@@ -133,6 +133,9 @@ class TraceSummary:
     trace: str
     calls: int = 0
     runs: int = 0
+    # Lines that were calls (a JSON object with a "fn"); a file with lines and none of them is
+    # not a trace.
+    call_lines: int = 0
     detected: int = 0
     detections: list[ReplayedDetection] = field(default_factory=list)
     by_layer: dict[str, int] = field(default_factory=dict)
@@ -495,7 +498,7 @@ class Replayer:
         lineno = 0
         notes: list[str] = []
         note = notes.append
-        started = closed = 0
+        started = closed = call_lines = 0
 
         for lineno, raw in enumerate(lines, start=1):
             if type(raw) is str:
@@ -553,6 +556,7 @@ class Replayer:
                 self._problem(summary, lineno, 'no "fn" (the function name is required); '
                                                "line skipped")
                 continue
+            call_lines += 1
             key = obj.get("run")
             if key is not None and type(key) is not str:
                 note(f'"run" must be a string, got {_show(key)}; replayed in the run of the lines '
@@ -594,6 +598,7 @@ class Replayer:
             progress(done)
         summary.calls = position
         summary.runs = started
+        summary.call_lines = call_lines
         return summary
 
     def _parse_bad(self, line: str, summary: TraceSummary, lineno: int) -> tuple[Any, bool]:
