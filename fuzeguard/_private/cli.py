@@ -57,10 +57,14 @@ Prints every key's effective value and where it comes from: default, base file, 
 file, or a [functions.NAME] table. Exits 2 with the error (file, key, line, suggestion)
 when the file is not valid.
 
+With --import MODULE (the modules that define your guarded tools), it also names each
+[functions.NAME] table that matches no guarded function, with the closest name.
+
 examples:
   fuze check                          the file discovery finds (FUZE_CONFIG, fuze.toml,
                                       [tool.fuzeguard] in pyproject.toml)
   fuze check config/fuze.toml --env production
+  fuze check --import myagent.tools   ... and check [functions.NAME] against its tools
 """
 
 _REPLAY_EPILOG = """\
@@ -119,6 +123,9 @@ def _parser() -> argparse.ArgumentParser:
                        help="config file (fuze.toml or pyproject.toml); default: discovered")
     check.add_argument("--env", metavar="NAME",
                        help="environment overlay fuze.NAME.toml (default: $FUZE_ENV)")
+    check.add_argument("--import", dest="modules", metavar="MODULE", action="append", default=[],
+                       help="import MODULE (from the current directory too) and check that each "
+                       "[functions.NAME] table names a function it guards; repeatable")
     rep = sub.add_parser(
         "replay",
         help="replay recorded traces through the layers and report what fires",
@@ -179,7 +186,7 @@ def _main(argv: Sequence[str] | None) -> int:
         parser.print_help()
         return EXIT_USAGE
     if args.command == "check":
-        return check(args.path, env=args.env)
+        return check(args.path, env=args.env, modules=args.modules)
     return replay(
         args.traces,
         config_path=args.config,
@@ -225,9 +232,11 @@ def _origin_label(origin: str, config: Config) -> str:
 
 def check(
     path: str | None, *, env: str | None = None, out: TextIO | None = None,
-    err: TextIO | None = None,
+    err: TextIO | None = None, modules: Sequence[str] = (),
 ) -> int:
-    """``fuze check``: validate a config and print the effective settings; returns the status."""
+    """``fuze check``: validate a config and print the effective settings; returns the status.
+    ``modules`` are imported, and each ``[functions.NAME]`` table that names none of the
+    functions they guard is reported."""
     out = out or sys.stdout
     err = err or sys.stderr
     try:
@@ -235,6 +244,12 @@ def check(
     except ConfigError as exc:
         print(f"fuze check: {exc}", file=err)
         return EXIT_USAGE
+    unmatched_tables: list[str] = []
+    if modules:
+        found = _check_function_tables(config, modules, err)
+        if found is None:
+            return EXIT_USAGE
+        unmatched_tables = found
     env = config.env
     if config.files:
         print(f"{', '.join(config.files)}: valid", file=out)
@@ -261,7 +276,35 @@ def check(
                              _origin_label(origin, config)))
         print(f"\n[functions.{fn}]", file=out)
         _print_rows(out, rows)
+    for line in unmatched_tables:
+        print(line, file=out)
     return EXIT_OK
+
+
+def _check_function_tables(config: Config, modules: Sequence[str], err: TextIO) -> list[str] | None:
+    """Import ``modules`` and return the lines that name each table of ``config`` matching none
+    of the functions guarded in this process (None: a module could not be imported)."""
+    import importlib
+
+    from fuzeguard._private.names import guarded, unmatched
+
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except Exception as exc:
+            print(f"fuze check: cannot import {module}: {type(exc).__name__}: {exc}", file=err)
+            return None
+    names = guarded()
+    where = ", ".join(modules)
+    lines = [f"\n{len(names)} guarded function{_s(len(names))} after importing {where}: "
+             + (", ".join(sorted(names)) or "none")]
+    for fn, best in unmatched(config, names):
+        hint = f"; did you mean [functions.{best}]?" if best else ""
+        lines.append(f"warning: [functions.{fn}] matches no function guarded by {where}: its "
+                     f"settings apply to nothing{hint}")
+    return lines
 
 
 def _print_rows(out: TextIO, rows: list[tuple[str, str, str]]) -> None:

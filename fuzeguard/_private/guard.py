@@ -21,9 +21,10 @@ from fuzeguard._private.completion import complete
 from fuzeguard._private.config import Config
 from fuzeguard._private.exceptions import ConfigError, FuzeguardError, LoopDetected, StoreUnavailable
 from fuzeguard._private.log import emit
+from fuzeguard._private.names import register, warn_unmatched
 from fuzeguard._private.plan import Plan, build_plan, check_layer_objects
 from fuzeguard._private.records import Call, Decision, Detection
-from fuzeguard._private.run import DetectHook, Run, _as_hooks, current_run
+from fuzeguard._private.run import DetectHook, Run, _as_hooks, checked_discovered_config, current_run
 from fuzeguard._private.secrets import exception_text
 from fuzeguard._private.validation import validate_code_options
 from fuzeguard._private.watch import StreamWatch
@@ -81,12 +82,14 @@ class Guard:
         self.hooks = hooks
         self._plans: dict[int, tuple[Config, Plan]] = {}
         self._lock = threading.Lock()
+        register(self.name)
 
     def plan(self, config: Config) -> Plan:
         """This guard's settings and layers under ``config`` (resolved once, then cached)."""
         entry = self._plans.get(id(config))
         if entry is not None and entry[0] is config:
             return entry[1]
+        warn_unmatched(config)
         plan = build_plan(self.fn, self.name, config, self.options, self.layers, self.hooks)
         with self._lock:
             if len(self._plans) >= _MAX_PLANS:
@@ -463,6 +466,11 @@ def guard(fn: F | None = None, /, **options: Unpack[GuardOptions]) -> F | Callab
             return type(f)(decorate(f.__func__))  # type: ignore[return-value,arg-type,unused-ignore]
         if not callable(f):
             raise TypeError(f"guard() takes a function, got {f!r}")
+        if state.mode_override != "off":
+            # A broken fuze.toml fails here, at decoration, logged at error level: not inside
+            # the first tool call, where a framework may catch it and show the model "An error
+            # occurred while running the tool".
+            checked_discovered_config()
         g = Guard(f, name=name, options=checked, layers=layer_objects, hooks=hooks)
         return _wrap(g)  # type: ignore[return-value]
 

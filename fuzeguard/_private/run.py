@@ -29,6 +29,7 @@ from fuzeguard._private.events import (
     RunKilled,
     Subscriber,
 )
+from fuzeguard._private.exceptions import ConfigError
 from fuzeguard._private.fingerprint import keyed
 from fuzeguard._private.hooks import callable_name
 from fuzeguard._private.log import emit
@@ -482,9 +483,27 @@ class LayerFailed(RuntimeError):
 
 
 
+_config_errors_logged: set[str] = set()
+
+
+def checked_discovered_config() -> Config:
+    """``discovered_config()``, with a ``ConfigError`` logged at error level (once per message)
+    before it is raised: a framework that catches the exceptions of a tool call (and shows the
+    model "An error occurred") must not hide a broken fuze.toml."""
+    try:
+        return discovered_config()
+    except ConfigError as exc:
+        message = str(exc)
+        if message not in _config_errors_logged:
+            _config_errors_logged.add(message)
+            emit("error", "fuzeguard.config_error", error=message,
+                 message=f"fuzeguard cannot use its configuration: {message}")
+        raise
+
+
 def _as_config(config: Any) -> Config:
     if config is None:
-        return discovered_config()
+        return checked_discovered_config()
     if isinstance(config, Config):
         return config
     if isinstance(config, dict):
