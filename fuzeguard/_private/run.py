@@ -91,7 +91,9 @@ def implicit_run() -> Run:
 
     A kill ends the implicit run like any other, but it does not stay dead: the next call made
     outside any run starts a fresh implicit run (logged as ``fuzeguard.implicit_run_restarted``),
-    so that one bad request cannot disable a long-lived process that opens no runs.
+    so that one bad request cannot disable a long-lived process that opens no runs. The kill
+    sticks for what looped: in every later implicit run, a call of the function with the
+    arguments of the call that was killed is refused at once (``ImplicitRun``).
     """
     global _implicit
     run = _implicit
@@ -100,7 +102,7 @@ def implicit_run() -> Run:
     with _implicit_lock:
         run = _implicit
         if run is None:
-            run = _implicit = Run("implicit", store=None)
+            run = _implicit = ImplicitRun()
             emit(
                 "info", "fuzeguard.implicit_run",
                 message="a guarded call was made outside fuzeguard.run(): it counts against the "
@@ -109,13 +111,14 @@ def implicit_run() -> Run:
         elif run._killed is not None:
             killed = run._killed
             run.close()
-            run = _implicit = Run("implicit", store=None)
+            run = _implicit = ImplicitRun(run if isinstance(run, ImplicitRun) else None)
             emit(
                 "warning", "fuzeguard.implicit_run_restarted",
                 previous_run_id=killed.run_id, run_id=run.id, layer=killed.layer, fn=killed.fn,
                 message="the implicit run was killed by a detection; calls made outside "
-                "fuzeguard.run() now go to a fresh implicit run. Open one run per task or "
-                "request so that a kill stays with the task that looped",
+                "fuzeguard.run() now go to a fresh implicit run, which refuses the call that "
+                "was killed if it comes again. Open one run per task or request so that a kill "
+                "stays with the task that looped",
             )
     return run
 
@@ -499,6 +502,49 @@ def checked_discovered_config() -> Config:
             emit("error", "fuzeguard.config_error", error=message,
                  message=f"fuzeguard cannot use its configuration: {message}")
         raise
+
+
+class ImplicitRun(Run):
+    """The process-wide run of calls made outside any ``fuzeguard.run()``.
+
+    A loop killed in one implicit run stays stopped in the next: each kill of a loop (not of a
+    budget) remembers the function and argument fingerprint of the call it refused, and every
+    later implicit run refuses a call with both at once, with the detection that killed it
+    (the run itself goes on). Before, a caller that caught ``LoopDetected`` and went on called
+    the tool again and again: 30 identical calls ran it 23 times.
+    """
+
+    # Patterns kept: a long-lived process killed for ever new loops forgets the oldest first.
+    MAX_STUCK = 1024
+    # (function name, argument fingerprint) of each call a killed implicit run refused.
+    _stuck: dict[tuple[str, bytes], Detection]
+    _kill_pattern: tuple[str, bytes] | None
+
+    def __init__(self, previous: ImplicitRun | None = None) -> None:
+        super().__init__("implicit", store=None)
+        stuck: dict[tuple[str, bytes], Detection] = {}
+        if previous is not None:
+            stuck.update(previous._stuck)
+            if previous._kill_pattern is not None and previous._killed is not None:
+                stuck[previous._kill_pattern] = previous._killed
+            while len(stuck) > self.MAX_STUCK:
+                del stuck[next(iter(stuck))]
+        self._stuck = stuck
+        self._kill_pattern = None
+
+    def _judge(
+        self, plan: Plan, args_fp: bytes, arguments: Any, kind: str | None = None
+    ) -> tuple[Call, Decision]:
+        if self._stuck:
+            found = self._stuck.get((plan.name, args_fp))
+            if found is not None:  # refused, not counted: the fresh run itself goes on
+                call = Call(plan.name, self._attempts + 1, args_fp, arguments)
+                return call, Decision("kill", call.index, found, ())
+        call, decision = super()._judge(plan, args_fp, arguments, kind)
+        if decision.action == "kill" and decision.detections and decision.detection is not None \
+                and decision.detection.kind == "loop":
+            self._kill_pattern = (call.fn, args_fp)
+        return call, decision
 
 
 def _as_config(config: Any) -> Config:
