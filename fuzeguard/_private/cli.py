@@ -486,6 +486,8 @@ def replay(
             actions = ", ".join(f"{k} {v}" for k, v in sorted(by_action.items(), key=lambda kv: -kv[1]))
             print(f"{total_detections:,} detection{_s(total_detections)} (by layer: {layers}; "
                   f"by action: {actions}); {killed} run{_s(killed)} killed.", file=out)
+            print("(count: what the layer counted, such as identical calls or laps of a cycle, "
+                  "over the threshold it counts against; limit: a budget's value.)", file=out)
         else:
             print("Nothing would have fired.", file=out)
         if problems:

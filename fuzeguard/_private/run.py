@@ -153,6 +153,9 @@ class Run(RunState):
         parent: Run | str | None = None,
         **settings: Unpack[RunOptions],
     ) -> None:
+        if name is not None and not isinstance(name, str):
+            raise TypeError(f"fuzeguard.run() takes a name that is a string (or None), got "
+                            f"{name!r}: name it after the task, such as f\"ticket-{{id}}\"")
         resolved = _as_config(config)
         if settings:
             resolved = resolved.with_values(
