@@ -45,6 +45,7 @@ examples:
                                                 what a candidate config would have caught
   fuze replay traces/*.jsonl --format json --fail-on-detect
                                                 a CI gate over recorded traces
+  eval "$(fuze completion bash)"                complete fuze's commands in bash
 
 Record traces with trace = "traces/" in fuze.toml, FUZE_TRACE=traces/ or
 fuzeguard.run(..., trace="traces/"). See docs/cli.md, docs/tracing.md, docs/tuning.md.
@@ -151,6 +152,16 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument("--ignore-code-settings", action="store_true",
                      help="ignore settings the traced code passed to guard()/run(): "
                      "let the config alone decide")
+    comp = sub.add_parser(
+        "completion",
+        help="print a shell completion script for fuze (bash, zsh or fish)",
+        description="Print a script that completes fuze's commands, options and files.",
+        epilog='examples:\n  eval "$(fuze completion bash)"      in ~/.bashrc\n'
+        '  eval "$(fuze completion zsh)"       in ~/.zshrc\n'
+        "  fuze completion fish > ~/.config/fish/completions/fuze.fish",
+        formatter_class=fmt,
+    )
+    comp.add_argument("shell", choices=("bash", "zsh", "fish"), help="the shell")
     progress = rep.add_mutually_exclusive_group()
     progress.add_argument("--progress", dest="progress", action="store_true", default=None,
                           help="always show the progress bar (on stderr)")
@@ -187,6 +198,11 @@ def _main(argv: Sequence[str] | None) -> int:
         return EXIT_USAGE
     if args.command == "check":
         return check(args.path, env=args.env, modules=args.modules)
+    if args.command == "completion":
+        from fuzeguard._private.shell_completion import script
+
+        sys.stdout.write(script(args.shell, parser))
+        return EXIT_OK
     return replay(
         args.traces,
         config_path=args.config,
