@@ -364,7 +364,7 @@ def render_configuration_md(specs: Mapping[str, Any] | None = None) -> str:
         "",
         "Every setting can be written in `fuze.toml` and passed in code; code wins over the file.",
         "The defaults below are the built-in ones, written once in code ([where each comes",
-        "from](defaults.md)); the repository's [`fuze.toml`](../fuze.toml) lists every key,",
+        "from](defaults.md)); the repository's `fuze.toml` lists every key,",
         "commented out, and can be copied as a start.",
         "",
         "A key you leave out is *unset* and keeps the built-in behaviour shown as its default.",
