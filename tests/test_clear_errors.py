@@ -95,3 +95,28 @@ def test_the_demo_explains_its_counts_and_prints_no_python_reprs() -> None:
     assert "In (4/3) after a layer's name, 4 is what the layer counted" in text
     assert "{'" not in text and "README.md" not in text and "docs/" not in text
     assert "run killed: yes" in text
+
+
+def test_a_detection_prints_without_its_raw_fingerprint() -> None:
+    tool = guard(lookup, on_loop="kill")
+    with fuzeguard.run(), pytest.raises(fuzeguard.LoopDetected) as caught:
+        for _ in range(5):
+            tool("same")
+    shown = repr(caught.value.detection)
+    assert "pattern=" not in shown and "b'" not in shown
+    assert "layer='dedup'" in shown and "count=4" in shown
+
+
+def test_a_cost_velocity_detection_counts_no_calls_against_a_money_threshold() -> None:
+    """Before, its row in replay read `4/3`: four calls over a limit of 3 (money)."""
+    found = []
+
+    @guard(cost=1.0, on_detect=found.append, on_loop="warn")
+    def ask(q: str) -> str:
+        return "I am not sure what you mean."
+
+    with fuzeguard.run(cost_velocity_threshold=3):
+        for n in range(6):
+            ask(f"question {n}")
+    velocity = [d for d in found if d.layer == "cost_velocity"]
+    assert velocity and all(d.count is None and d.threshold == 3 for d in velocity)

@@ -85,7 +85,7 @@ class Detection:
     threshold: float | None = None
     similarity: float | None = None
     kind: Kind = "loop"
-    pattern: Hashable = None
+    pattern: Hashable = field(default=None, repr=False)  # fingerprints: not for reading
     run_id: str = ""
     call_index: int = 0
     action: Action | Literal["observe", ""] = ""
