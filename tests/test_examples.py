@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -45,3 +46,27 @@ def test_the_tuning_page_shows_the_summary_replay_prints_for_the_example_traces(
     monkeypatch.chdir(ROOT)
     assert main(["replay", "examples/traces/", "--config", "examples/traces/live.toml"]) == 0
     assert shown.group(1) in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("script", "expected"), [
+    ("plain.py", "stopped at call 6 by dedup"),
+    ("langchain_agent.py", "Stopped: the agent was looping (dedup at tool call 4, `search`)."),
+    ("openai_agents_agent.py", "run ended: dedup at call 4"),
+    ("pydantic_ai_agent.py", "search killed after 3 calls"),
+    ("smolagents_agent.py", "agent stopped at call 4"),
+])
+def test_each_framework_example_runs_offline_with_one_command(
+    script: str, expected: str, tmp_path: Path
+) -> None:
+    """Run from an empty directory, as a reader would after a checkout: no fuze.toml, no key."""
+    path = ROOT / "examples" / "frameworks" / script
+    done = subprocess.run([sys.executable, str(path)], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300, env=_offline_env())
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert expected in done.stdout
+    assert script in (ROOT / "examples" / "frameworks" / "README.md").read_text(encoding="utf-8")
+
+
+def _offline_env() -> dict[str, str]:
+    # No API key: the models are scripted, and nothing may reach a network.
+    return {k: v for k, v in os.environ.items() if not k.startswith(("FUZE_", "OPENAI_"))}
