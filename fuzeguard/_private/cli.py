@@ -48,7 +48,8 @@ examples:
   eval "$(fuze completion bash)"                complete fuze's commands in bash
 
 Record traces with trace = "traces/" in fuze.toml, FUZE_TRACE=traces/ or
-fuzeguard.run(..., trace="traces/"). See docs/cli.md, docs/tracing.md, docs/tuning.md.
+fuzeguard.run(..., trace="traces/"). The documentation's pages on the fuze command,
+tracing and tuning say more.
 exit status: 0 ran, 1 detections with --fail-on-detect, 2 usage or config error, or
 input that is not a trace.
 """
@@ -148,7 +149,7 @@ def _parser() -> argparse.ArgumentParser:
                      help="exit 1 when anything was detected (for CI checks)")
     rep.add_argument("--merge", action="store_true",
                      help="replay all TRACEs as one stream ordered by time: the traces every "
-                     "worker wrote of one shared run (docs/workers.md)")
+                     "worker wrote of one shared run")
     rep.add_argument("--ignore-code-settings", action="store_true",
                      help="ignore settings the traced code passed to guard()/run(): "
                      "let the config alone decide")
@@ -472,7 +473,7 @@ def replay(
             not_traces.append(path)
             print(f"fuze replay: {path} is not a trace: none of its {summary.calls:,} "
                   f"line{_s(summary.calls)} is a call (a JSON object with \"fn\", one per "
-                  "line, as fuzeguard records them; see docs/tracing.md)", file=err)
+                  "line, as fuzeguard records them)", file=err)
         elif not summary.calls:
             print(f"fuze replay: warning: {path} holds no calls", file=err)
         total_calls += summary.calls
