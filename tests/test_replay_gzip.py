@@ -121,3 +121,14 @@ def test_each_labelled_corpus_is_in_the_repository_compressed_and_complete(corpu
         with gzip.open(here / "traces" / name) as trace:
             assert trace.read(1) == b"{"
     assert (here / "score.py").is_file() and "came from" in (here / "README.md").read_text()
+
+
+def test_the_progress_bar_counts_a_gzip_trace_by_its_uncompressed_size(tmp_path: Path) -> None:
+    """The bar counts characters read; a compressed file's own size would fill it early."""
+    text = _text(STUCK * 100)
+    path = tmp_path / "big.jsonl.gz"
+    path.write_bytes(gzip.compress(text))
+    assert cli._text_size(str(path)) == len(text)
+    plain = tmp_path / "big.jsonl"
+    plain.write_bytes(text)
+    assert cli._text_size(str(plain)) == len(text)

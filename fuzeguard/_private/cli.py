@@ -19,6 +19,7 @@ from typing import Any, TextIO
 from fuzeguard._private.config import Config
 from fuzeguard._private.exceptions import ConfigError
 from fuzeguard._private.replay import (
+    GZIP_MAGIC,
     Problem,
     ReplayedDetection,
     Replayer,
@@ -374,6 +375,22 @@ class _Progress:
         self.stream.flush()
 
 
+def _text_size(path: str) -> int:
+    """How many characters replaying ``path`` reads, about: its size, or for a gzip trace the
+    uncompressed size its trailer records (modulo 4 GiB), which the progress bar counts in."""
+    size = os.path.getsize(path)
+    if size < 18:
+        return size
+    try:
+        with open(path, "rb") as f:
+            if f.read(2) != GZIP_MAGIC:
+                return size
+            f.seek(-4, os.SEEK_END)
+            return int.from_bytes(f.read(4), "little") or size
+    except OSError:
+        return size
+
+
 def _size(n: int) -> str:
     value = float(n)
     for unit in ("B", "KB", "MB", "GB"):
@@ -419,7 +436,7 @@ def replay(
     if empty:
         return EXIT_USAGE
 
-    sizes = [os.path.getsize(p) if p != "-" and os.path.isfile(p) else 0 for p in files]
+    sizes = [_text_size(p) if p != "-" and os.path.isfile(p) else 0 for p in files]
     show = progress if progress is not None else (
         err.isatty() and (len(files) >= PROGRESS_TRACES or sum(sizes) >= PROGRESS_BYTES)
     )
