@@ -33,7 +33,8 @@ DOCS = Path(__file__).resolve().parent.parent / "docs"
 PAGES = ["index.md", "getting-started.md", "concepts.md", "custom-layers.md", "frameworks.md",
          "recipes.md", "troubleshooting.md", "why-not-max-turns.md", "defaults.md",
          "reference/exceptions.md", "reference/environment.md"]
-FRAMEWORKS = {"langchain_core", "langgraph", "agents", "pydantic_ai", "mcp", "smolagents", "crewai"}
+FRAMEWORKS = {"langchain_core", "langgraph", "agents", "pydantic_ai", "mcp", "smolagents", "crewai",
+              "google", "agent_framework", "strands", "claude_agent_sdk"}
 
 _FENCE = re.compile(
     r"(?:<!-- write: (?P<target>[^ ]+) -->\n)?```(?P<lang>\w*)[^\n]*\n(?P<body>.*?)\n```",
