@@ -1,6 +1,7 @@
-"""Record the example traces in ``examples/traces/``: four scripted agents, one trace each.
+"""Record the example traces: four scripted agents, one trace each.
 
-    python examples/record_traces.py
+    python examples/record_traces.py                    # into ./recorded-traces/
+    python examples/record_traces.py examples/traces    # re-record the committed examples
 
 No model and no network: each "agent" is a script that calls guarded tools the way a stuck (or a
 healthy) agent does. Every run is recorded with ``fuzeguard.run(..., trace=...)``; replay them with
@@ -10,6 +11,7 @@ healthy) agent does. Every run is recorded with ``fuzeguard.run(..., trace=...)`
 from __future__ import annotations
 
 import logging
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -82,11 +84,14 @@ AGENTS = {"stuck_search": stuck_search, "ping_pong": ping_pong, "polling": polli
           "spending": spending}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    out = Path(args[0] if args else "recorded-traces")
+    out.mkdir(parents=True, exist_ok=True)
     # Detections are also logged; the summary lines below are enough here.
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.CRITICAL))
     for name, agent in AGENTS.items():
-        path = HERE / f"{name}.jsonl"
+        path = out / f"{name}.jsonl"
         path.unlink(missing_ok=True)
         try:
             with fuzeguard.run(name, config=LIVE, trace=str(path)) as run:
@@ -95,7 +100,7 @@ def main() -> None:
             ending = f"killed by {exc.detection.layer} at call {exc.detection.call_index}"
         else:
             ending = "finished"
-        print(f"{path.relative_to(HERE.parent.parent)}: {run.stats().calls} calls, "
+        print(f"{path}: {run.stats().calls} calls, "
               f"{run.stats().detections} detections, {ending}")
 
 

@@ -168,10 +168,49 @@ def example_for(spec: Any) -> Any:
 
 
 def doc_default(spec: Any) -> str:
-    """The default as shown in the reference."""
+    """The default as shown in the reference: an optional key without a default is *unset*,
+    which is not the same as writing the value its unset behaviour uses."""
     if spec.optional and spec.default is None:
-        return spec.unset
+        return f"unset: {spec.unset}"
     return f"`{toml_default(spec)}`"
+
+
+def unset_fact(spec: Any) -> str:
+    """What leaving an optional key out does, and what writing it does."""
+    if spec.unset == "off":
+        return ("- Unset: off. Leave it out (or pass `None` in code) to keep it off; write a value "
+                "to turn it on")
+    return (f"- Unset: {spec.unset}. Leave it out (or pass `None` in code) for that; any value "
+            "you write replaces it, even the number shown")
+
+
+# Where each origin's system is described, with links (docs/defaults.md), and the plain name of
+# each layer of Fuze that an origin cites by number.
+ORIGIN_ANCHORS = {
+    "Fuze": "fuze", "DeerFlow": "deerflow", "OpenFang/Hermes": "openfang-and-hermes",
+    "Hermes": "openfang-and-hermes", "OpenClaw": "openclaw", "Ralph": "ralph-orchestrator",
+    "groq-code-cli": "groq-code-cli", "fuzeguard": "fuzeguard", "code": "fuzeguard",
+}
+FUZE_LAYERS = {
+    "1": "iteration cap", "2": "repeated-call check", "3": "cost-velocity check",
+    "4": "progress check", "5": "similarity check",
+}
+
+
+def plain_origin(origin: str) -> str:
+    """An origin in plain words: "Fuze layer 3" is Fuze's cost-velocity check."""
+    for number, name in FUZE_LAYERS.items():
+        origin = origin.replace(f"Fuze layer {number}", f"Fuze's {name}")
+    return origin.replace("Fuze skip action", "Fuze's skip action")
+
+
+def linked_origin(origin: str) -> str:
+    """``plain_origin`` with its system linked to where the defaults come from."""
+    text = plain_origin(origin)
+    for system in sorted(ORIGIN_ANCHORS, key=len, reverse=True):
+        if text.startswith(system):
+            return f"[{system}](defaults.md#{ORIGIN_ANCHORS[system]}){text[len(system):]}"
+    return text
 
 
 def bounds(spec: Any) -> str:
@@ -281,8 +320,10 @@ def render_fuze_toml(specs: Mapping[str, Any] | None = None) -> str:
         "# FUZE_ENV=NAME layers fuze.NAME.toml over it, key by key. In code, guard(fn, key=value)",
         "# wins over everything and fuzeguard.run(key=value) over all but [functions.NAME] tables.",
         "# Uncomment a key to change it.",
-        "# Each key names the system it comes from: Fuze (our direct model), Ralph, DeerFlow,",
-        "# groq-code-cli, OpenFang/Hermes, or fuzeguard itself. Reference: docs/configuration.md.",
+        "# Each key names the system its default comes from: Fuze, Ralph Orchestrator, DeerFlow,",
+        "# groq-code-cli, OpenFang/Hermes, OpenClaw, or fuzeguard itself (docs/defaults.md says",
+        "# what each is). A key left commented out is unset; writing it, even with the value shown,",
+        "# sets it. Reference: docs/configuration.md.",
     ]
     for section, items in sections(specs).items():
         if not items:
@@ -292,9 +333,11 @@ def render_fuze_toml(specs: Mapping[str, Any] | None = None) -> str:
         for spec in items:
             lines.append("")
             lines += wrap(spec.doc, "# ")
-            facts = [f"From: {spec.origin}."]
+            facts = [f"From: {plain_origin(spec.origin)}."]
             if spec.optional and spec.default is None:
-                facts.append(f"Default: {spec.unset}.")
+                facts.append(f"Unset: {spec.unset}." if spec.unset == "off" else
+                             f"Unset: {spec.unset}; any value written replaces it, even the "
+                             "number shown.")
             if bounds(spec):
                 facts.append(bounds(spec).capitalize() + ".")
             facts.append("Per function: yes." if per_function(spec) else "Run-wide only.")
@@ -322,17 +365,23 @@ def render_configuration_md(specs: Mapping[str, Any] | None = None) -> str:
         f"<!-- {GENERATED_NOTE}. -->",
         "",
         "Every setting can be written in `fuze.toml` and passed in code; code wins over the file.",
-        "The defaults below are the built-in ones, written once in code; the repository's",
-        "[`fuze.toml`](../fuze.toml) lists every key with its default and can be copied as a start.",
+        "The defaults below are the built-in ones, written once in code ([where each comes",
+        "from](defaults.md)); the repository's `fuze.toml` lists every key,",
+        "commented out, and can be copied as a start.",
+        "",
+        "A key you leave out is *unset* and keeps the built-in behaviour shown as its default.",
+        "Writing a key sets it, even to the value shown: for most keys that changes nothing, but",
+        "some keys behave differently unset. `max_iterations`, unset, is a cap of 25 calls that is",
+        "waived while a function's calls keep doing something new; written (even as `25`), it is an",
+        "absolute cap. Write only what you mean to change.",
         "",
         "```toml",
         "[defaults]",
-        "max_iterations = 25",
-        "kill_on_loop = true",
+        "on_loop = [\"warn\", \"kill\"]",
+        "max_calls = 200",
         "",
         "[loop_detection]",
-        "window_size = 10",
-        "repeat_threshold = 3",
+        "window_size = 20",
         "",
         "[functions.check_status]      # per-function overrides",
         'on_loop = "warn"',
@@ -429,7 +478,7 @@ def render_configuration_md(specs: Mapping[str, Any] | None = None) -> str:
             out.append(
                 f"| [`{spec.key}`](#{anchor}) | `[{section}]` | "
                 f"{TYPE_TEXT.get(spec.type, spec.type)} | {default} | "
-                f"{'yes' if per_function(spec) else 'no (run-wide)'} | {spec.origin} |"
+                f"{'yes' if per_function(spec) else 'no (run-wide)'} | {linked_origin(spec.origin)} |"
             )
     for section, items in grouped.items():
         if not items:
@@ -440,15 +489,16 @@ def render_configuration_md(specs: Mapping[str, Any] | None = None) -> str:
             facts = [
                 f"- Type: {TYPE_TEXT.get(spec.type, spec.type)}"
                 + (f", {bounds(spec)}" if bounds(spec) else ""),
-                f"- Default: {doc_default(spec)}",
+                *([] if spec.optional and spec.default is None
+                  else [f"- Default: {doc_default(spec)}"]),
                 f"- Table: `[{section}]`; "
                 + ("can be set per function (`[functions.NAME]`, `guard(...)`)"
                    if per_function(spec) else "run-wide only (`fuzeguard.run(...)` in code)"),
                 f"- Configures: {owners(spec)}",
-                f"- Origin: {spec.origin}",
+                f"- Origin: {linked_origin(spec.origin)}",
             ]
             if spec.optional:
-                facts.append("- Optional: leave it out (or pass `None` in code) to switch it off")
+                facts.append(unset_fact(spec))
             if spec.key == "on_loop":
                 facts.append("- Shorthand: `kill_on_loop = true` / `false`")
             out += facts

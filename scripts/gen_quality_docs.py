@@ -2,10 +2,10 @@
 
 Every figure on the page is computed here, from the same scenarios the tests assert on:
 
-* the labelled corpus of other loop guards' test scenarios (``../shared/corpus``, scored with its
-  own ``score.py`` and the ``fuze`` of this environment);
-* the recorded runs of real coding agents (``../shared/corpus-real``), replayed with ``fuze replay``
-  and scored by the rules of their README, per agent;
+* the labelled corpus of other loop guards' test scenarios (``benchmarks/corpora/peers``, scored
+  with its own ``score.py``, which replays with this checkout);
+* the recorded runs of real coding agents (``benchmarks/corpora/real``), replayed with
+  ``fuze replay`` of this checkout and scored by the rules of their README, per agent;
 * runs shaped like real coding agents' (``tests/agent_shapes.py``), many seeds of each shape;
 * the loop shapes of ``tests/test_trace_corpus.py``, with the call each is flagged and stopped at;
 * the volatile-part examples of ``tests/test_meaning.py``.
@@ -27,8 +27,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "quality.md"
-SCORER = ROOT.parent / "shared" / "corpus" / "score.py"
-REAL = ROOT.parent / "shared" / "corpus-real"
+SCORER = ROOT / "benchmarks" / "corpora" / "peers" / "score.py"
+REAL = ROOT / "benchmarks" / "corpora" / "real"
 SEEDS = 50
 
 sys.path.insert(0, str(ROOT / "tests"))
@@ -47,7 +47,6 @@ from test_trace_corpus import LOOPS, steps_of  # noqa: E402
 def corpus_score() -> str:
     """The scorer's summary line for the default configuration."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("FUZE_")}
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     done = subprocess.run([sys.executable, str(SCORER)], capture_output=True, text=True, env=env,
                           timeout=600)
     lines = done.stdout.strip().splitlines()
@@ -73,12 +72,13 @@ def real_rows() -> list[str]:
     truth = json.loads((REAL / "truth.json").read_text(encoding="utf-8"))
     names = sorted(truth)
     env = {k: v for k, v in os.environ.items() if not k.startswith("FUZE_")}
+    env["PYTHONPATH"] = str(ROOT)  # python -m fuzeguard of this checkout
     found: dict[str, list[dict[str, object]]] = {n: [] for n in names}
     with tempfile.TemporaryDirectory() as empty:
         for i in range(0, len(names), 200):
             done = subprocess.run(
                 [sys.executable, "-m", "fuzeguard", "replay", "--format", "json",
-                 *[str(REAL / "traces" / n) for n in names[i:i + 200]]],
+                 *[str(REAL / "traces" / f"{n}.gz") for n in names[i:i + 200]]],
                 cwd=empty, env=env, capture_output=True, text=True, timeout=900,
             )
             if done.returncode not in (0, 1):
@@ -86,7 +86,7 @@ def real_rows() -> list[str]:
             for line in done.stdout.splitlines():
                 if line.strip():
                     item = json.loads(line)
-                    found[Path(item["trace"]).name].append(item)
+                    found[Path(item["trace"]).name.removesuffix(".gz")].append(item)
 
     def first(name: str, actions: tuple[str, ...]) -> int | None:
         calls = [int(d["call"]) for d in found[name] if d["action"] in actions]  # type: ignore[call-overload]
@@ -215,19 +215,20 @@ of date.
 
 86 traces converted from the test suites of DeerFlow, agentguard, OpenHands, Ralph, gemini-cli,
 OpenClaw, OpenFang and Hermes, each labelled `loop` (with the call by which a good guard has
-flagged it), `legit` or `ambiguous` (kept beside the project, in `shared/corpus/`).
+flagged it), `legit` or `ambiguous` (in the repository: `benchmarks/corpora/peers/`, with a
+README on where each trace came from).
 A loop flagged after its deadline counts as late; any detection on a legitimate trace is a false
 positive.
 
 ```console
-$ python ../shared/corpus/score.py --detail
+$ python benchmarks/corpora/peers/score.py --detail
 {corpus_score()}
 ```
 
 ## Recorded runs of real coding agents
 
-474 recorded runs of two real coding agents on real repository tasks, kept beside the project in
-`shared/corpus-real/` (the development half; the other half and runs of other agent systems are
+474 recorded runs of two real coding agents on real repository tasks, in the repository in
+`benchmarks/corpora/real/` (the development half; the other half and runs of other agent systems are
 kept apart, to check that what is built here generalises): mini-swe-agent with one `bash` tool on
 SWE-bench Verified, and SWE-agent with one function per command (`open`, `edit`, `search_dir`,
 `find_file`, `mvn`, …) and five models on Multi-SWE-bench. Each run is labelled by mechanical rules

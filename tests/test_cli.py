@@ -293,3 +293,46 @@ def test_check_says_which_iteration_cap_is_in_force(
     assert "not set: 25, adaptive" in default_line
     (bash_line,) = [x for x in bash.splitlines() if x.startswith("max_iterations")]
     assert "= 40" in bash_line
+
+
+@pytest.mark.parametrize("content", [
+    '[defaults]\nmax_iterations = 25\n',                    # a TOML file
+    '{"name": "web_search", "query": "q"}\n' * 3,           # JSON objects without "fn"
+    '["web_search", "q"]\n',                                # JSON, not objects
+])
+@pytest.mark.parametrize("fail_on_detect", [False, True])
+def test_replay_of_a_file_that_is_not_a_trace_exits_2_with_a_message(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str, fail_on_detect: bool
+) -> None:
+    path = tmp_path / "input.txt"
+    path.write_text(content)
+    argv = ["replay", str(path), *(["--fail-on-detect"] if fail_on_detect else [])]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"{path} is not a trace: none of its" in err and 'with "fn"' in err
+
+
+def test_replay_of_an_empty_directory_exits_2_with_a_message(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "notes.txt").write_text("hello\n")
+    assert main(["replay", str(tmp_path), "--fail-on-detect"]) == 2
+    assert f"no traces in directory {tmp_path}" in capsys.readouterr().err
+
+
+def test_a_not_a_trace_file_beside_real_traces_still_exits_2_after_replaying_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    stuck = _stuck(tmp_path / "stuck.jsonl")
+    other = _config(tmp_path / "settings.toml", "[defaults]\n")
+    assert main(["replay", stuck, other, "--format", "json"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out.splitlines() and "is not a trace" in captured.err
+
+
+def test_a_trace_with_some_bad_lines_is_still_a_trace(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = _trace(tmp_path / "t.jsonl", ["not json", {"fn": "t", "args": {}}])
+    assert main(["replay", trace]) == 0
+    assert "is not a trace" not in capsys.readouterr().err

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from structlog.testing import capture_logs
 
 import fuzeguard
 from fuzeguard import Config, ConfigError, LoopDetected, guard
@@ -223,15 +224,30 @@ def test_config_error_is_a_value_error() -> None:
     assert issubclass(ConfigError, ValueError)
 
 
-def test_bad_config_is_loud_at_the_first_guarded_call(
+def test_a_bad_discovered_config_fails_at_decoration_and_is_logged_at_error_level(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A broken fuze.toml must not be swallowed by fail-open."""
+    """A broken fuze.toml must not be swallowed: before, with no run opened, the ConfigError was
+    raised inside the first tool call, where a framework showed the model "An error occurred"
+    and nothing was logged."""
     write(tmp_path / "fuze.toml", "[defaults]\nmax_iteration = 3\n")
     monkeypatch.chdir(tmp_path)
+    with capture_logs() as logs, pytest.raises(ConfigError, match="max_iterations"):
+        guard(lambda x: x, name="t")
+    (event,) = [e for e in logs if e["event"] == "fuzeguard.config_error"]
+    assert event["log_level"] == "error" and "fuze.toml:2" in event["error"]
+
+
+def test_a_config_broken_after_decoration_is_logged_at_the_first_guarded_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
     tool = guard(lambda x: x, name="t")
-    with pytest.raises(ConfigError, match="max_iterations"):
+    write(tmp_path / "sub" / "fuze.toml", "[defaults]\nx = 1\n")
+    monkeypatch.chdir(tmp_path / "sub")
+    with capture_logs() as logs, pytest.raises(ConfigError, match="unknown key"):
         tool(1)
+    assert [e["log_level"] for e in logs if e["event"] == "fuzeguard.config_error"] == ["error"]
 
 
 def test_config_from_a_path_string_in_run(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ from fuzeguard._private.validation import coerce
 
 ROOT = Path(__file__).resolve().parent.parent
 FUZE_TOML = ROOT / "fuze.toml"
+DOC = ROOT / "docs" / "configuration.md"
 CONFIG_MD = ROOT / "docs" / "configuration.md"
 REGENERATE = "run `python scripts/gen_config_docs.py` and commit the result"
 
@@ -86,7 +87,31 @@ def test_every_key_in_fuze_toml_names_its_origin() -> None:
     text = FUZE_TOML.read_text(encoding="utf-8")
     for key, spec in schema().items():
         block = text[: text.index(f"# {key} = ")].rsplit("\n\n", 1)[-1]
-        assert f"From: {spec.origin}." in " ".join(block.replace("# ", "").split()), key
+        system = spec.origin.split(" ")[0]  # the reference words the rest plainly
+        assert f"From: {system}" in " ".join(block.replace("# ", "").split()), key
+
+
+def test_the_reference_names_no_layer_by_number_and_links_every_origin() -> None:
+    """Before: "Fuze layer 3" with no link; now Fuze's cost-velocity check, linked to the page
+    on where each default comes from, whose anchors all exist."""
+    reference = DOC.read_text(encoding="utf-8") + FUZE_TOML.read_text(encoding="utf-8")
+    assert "layer 1" not in reference and "Fuze layer" not in reference
+    defaults = (ROOT / "docs" / "defaults.md").read_text(encoding="utf-8")
+    anchors = {re.sub(r"[^a-z0-9 -]", "", h.lower()).replace(" ", "-")
+               for h in re.findall(r"^## (.+)$", defaults, re.M)}
+    for anchor in set(re.findall(r"\(defaults\.md#([\w-]+)\)", reference)):
+        assert anchor in anchors, anchor
+
+
+def test_the_reference_shows_an_unset_key_as_unset_and_says_writing_it_replaces_it() -> None:
+    """Before: ``max_iterations = 25`` was shown as "the built-in default"; copying it made the
+    adaptive cap absolute (50 distinct reads killed at call 26)."""
+    text = DOC.read_text(encoding="utf-8")
+    section = text[text.index("### `max_iterations`"):].split("\n### ", 1)[0]
+    assert "- Unset: 25, adaptive" in section and "any value you write replaces it" in section
+    assert "max_iterations = 25" not in text
+    example = text[text.index("```toml"):].split("```", 2)[1]
+    assert "max_iterations" not in example.split("[functions.")[0]
 
 
 def test_loading_the_example_fuze_toml_gives_the_builtin_defaults() -> None:
@@ -170,3 +195,28 @@ def test_rendered_toml_values_round_trip_through_tomllib(gen: ModuleType) -> Non
         if isinstance(expected, tuple):
             expected = list(expected)
         assert parsed == expected, key
+
+
+@pytest.mark.parametrize(("written", "killed_at"), [(None, None), (25, 26)])
+def test_max_iterations_unset_and_written_as_25_differ_as_the_reference_says(
+    written: int | None, killed_at: int | None
+) -> None:
+    """50 reads of distinct pages: unset, the cap is waived while calls bring something new;
+    written, even as 25, it is absolute."""
+    import fuzeguard
+    from fuzeguard import Config, LoopDetected, guard
+
+    @guard(name="read_page")
+    def read_page(n: int) -> str:
+        return f"page {n}: " + "new words " * (n % 7) + str(n * 7919)
+
+    config = Config.from_dict({"defaults": {} if written is None else {"max_iterations": written}})
+    stopped = None
+    with fuzeguard.run(config=config):
+        for n in range(1, 51):
+            try:
+                read_page(n)
+            except LoopDetected:
+                stopped = n
+                break
+    assert stopped == killed_at

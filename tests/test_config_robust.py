@@ -68,12 +68,11 @@ def test_a_discovered_pyproject_with_a_broken_fuzeguard_key_stops_guarded_calls_
     """Before, the loader crashed inside the guard, which failed open: every call ran unguarded."""
     write(tmp_path / "pyproject.toml", "[tool]\nfuzeguard = 5\n")
 
-    @guard
-    def tool(x: int) -> int:
-        return x
+    with pytest.raises(ConfigError, match="must be a table"):  # at decoration, not in a call
 
-    with pytest.raises(ConfigError, match="must be a table"):
-        tool(1)
+        @guard
+        def tool(x: int) -> int:
+            return x
 
 
 def test_fuze_check_of_pyproject_tool_fuzeguard_5_exits_2(

@@ -164,7 +164,7 @@ def test_after_a_kill_the_next_call_outside_any_run_goes_to_a_fresh_implicit_run
             for _ in range(4):
                 tool("q")
         assert fuzeguard.current_run() is not killed
-        assert tool("q") == "same"  # a fresh history: the first call of the new run
+        assert tool("other") == "same"  # a fresh history: the first call of the new run
     fresh = fuzeguard.current_run()
     assert killed.stats().killed and not fresh.stats().killed
     assert fresh.stats().calls == 1
@@ -172,6 +172,30 @@ def test_after_a_kill_the_next_call_outside_any_run_goes_to_a_fresh_implicit_run
     assert len(restarted) == 1
     assert restarted[0]["previous_run_id"] == killed.id and restarted[0]["run_id"] == fresh.id
     assert restarted[0]["log_level"] == "warning"
+
+
+def test_a_kill_of_the_implicit_run_sticks_for_the_call_that_looped() -> None:
+    """Before, a caller that caught LoopDetected and went on ran the tool 23 times in 30
+    identical calls: each kill restarted the implicit run with an empty history."""
+    ran = []
+
+    @guard
+    def tool(q: str) -> str:
+        ran.append(q)
+        return "same"
+
+    stopped = 0
+    with structlog.testing.capture_logs() as logs:
+        for _ in range(30):
+            try:
+                tool("q")
+            except LoopDetected as exc:
+                stopped += 1
+                assert exc.detection.layer == "dedup" and exc.detection.fn == "tool"
+        assert tool("another question") == "same"  # other calls go on in the fresh run
+    assert ran.count("q") <= 4 and stopped == 30 - ran.count("q")  # ran only until the kill
+    assert len([e for e in logs if e["event"] == "fuzeguard.implicit_run_restarted"]) == 1
+    assert not fuzeguard.current_run().stats().killed
 
 
 def test_a_kill_stays_sticky_inside_an_explicit_run() -> None:

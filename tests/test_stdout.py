@@ -217,3 +217,63 @@ def test_an_mcp1_client_session_gets_every_answer_and_the_events_reach_the_serve
                for is_error, text in answers[2:])
     logged = errlog.read_text()
     assert "fuzeguard.loop_detected" in logged and "fuzeguard.implicit_run" in logged
+
+
+def test_events_stay_off_stdout_after_structlog_testing_capture_logs() -> None:
+    """``capture_logs()`` (which the docs use) leaves structlog "configured" with its default
+    logger, which prints to standard output: the events after it went there."""
+    code = textwrap.dedent(
+        """
+        import structlog.testing
+        with structlog.testing.capture_logs() as captured:
+            pass
+        """
+    ) + LOOP
+    done = _python(code)
+    assert done.stdout == '{"jsonrpc": "2.0", "id": 1}\n'
+    assert "fuzeguard.loop_detected" in done.stderr and "fuzeguard.run_killed" in done.stderr
+
+
+@pytest.mark.parametrize("factory", [
+    "structlog.PrintLoggerFactory()",
+    "structlog.PrintLoggerFactory(sys.stdout)",
+    "structlog.WriteLoggerFactory()",
+    "structlog.BytesLoggerFactory()",
+])
+def test_a_structlog_configured_to_print_to_stdout_sends_fuzeguard_events_to_stderr(
+    factory: str,
+) -> None:
+    """Whatever structlog's state, the library's events never reach standard output; the
+    application's processors still see them."""
+    code = textwrap.dedent(
+        f"""
+        import sys
+        import structlog
+        seen = []
+        def grab(logger, name, event):
+            seen.append(event["event"])
+            return event
+        structlog.configure(processors=[grab, structlog.processors.KeyValueRenderer()],
+                            logger_factory={factory})
+        """
+    ) + LOOP + "\nprint(len(seen), file=sys.stderr)\n"
+    done = _python(code)
+    assert done.stdout == '{"jsonrpc": "2.0", "id": 1}\n'
+    assert "event='fuzeguard.run_killed'" in done.stderr
+    seen = int(done.stderr.rstrip().rsplit("\n", 1)[-1])
+    assert seen >= 3  # the implicit run's notice, the detection(s) and the kill
+
+
+def test_events_inside_capture_logs_are_captured() -> None:
+    import fuzeguard
+    from fuzeguard import guard
+
+    @guard(on_loop="kill")
+    def tool(x: int) -> str:
+        return "same"
+
+    with structlog.testing.capture_logs() as captured, fuzeguard.run():
+        with pytest.raises(fuzeguard.LoopDetected):
+            for _ in range(6):
+                tool(1)
+    assert "fuzeguard.run_killed" in [e["event"] for e in captured]

@@ -1,7 +1,8 @@
 """The ``fuze`` command: ``fuze demo``, ``fuze check``, ``fuze replay`` and ``fuze report``.
 
 Exit status: 0 when the command ran (whatever it found), 1 when ``--fail-on-detect`` was given and
-a replayed trace had detections, 2 for usage and configuration errors.
+a replayed trace had detections, 2 for usage and configuration errors (and for ``fuze replay`` of
+input that is not a trace: a file none of whose lines is a call, a directory without traces).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any, TextIO
 from fuzeguard._private.config import Config
 from fuzeguard._private.exceptions import ConfigError
 from fuzeguard._private.replay import (
+    GZIP_MAGIC,
     Problem,
     ReplayedDetection,
     Replayer,
@@ -45,10 +47,13 @@ examples:
   fuze replay traces/*.jsonl --format json --fail-on-detect
                                                 a CI gate over recorded traces
   fuze report traces/run.jsonl --html run.html  why a run was stopped, with a picture
+  eval "$(fuze completion bash)"                complete fuze's commands in bash
 
 Record traces with trace = "traces/" in fuze.toml, FUZE_TRACE=traces/ or
-fuzeguard.run(..., trace="traces/"). See docs/cli.md, docs/tracing.md, docs/tuning.md.
-exit status: 0 ran, 1 detections with --fail-on-detect, 2 usage or config error.
+fuzeguard.run(..., trace="traces/"). The documentation's pages on the fuze command,
+tracing and tuning say more.
+exit status: 0 ran, 1 detections with --fail-on-detect, 2 usage or config error, or
+input that is not a trace.
 """
 
 _CHECK_EPILOG = """\
@@ -56,10 +61,14 @@ Prints every key's effective value and where it comes from: default, base file, 
 file, or a [functions.NAME] table. Exits 2 with the error (file, key, line, suggestion)
 when the file is not valid.
 
+With --import MODULE (the modules that define your guarded tools), it also names each
+[functions.NAME] table that matches no guarded function, with the closest name.
+
 examples:
   fuze check                          the file discovery finds (FUZE_CONFIG, fuze.toml,
                                       [tool.fuzeguard] in pyproject.toml)
   fuze check config/fuze.toml --env production
+  fuze check --import myagent.tools   ... and check [functions.NAME] against its tools
 """
 
 _REPLAY_EPILOG = """\
@@ -68,6 +77,7 @@ recorded results and fingerprints, and nothing is executed. A killed run stops t
 a call the replay skips is treated as not executed; every trace (and every run in a
 shared trace file) is an independent run. Malformed lines are reported on stderr as
 FILE:LINE and skipped. A directory stands for the *.jsonl files in it; - is stdin.
+A gzip-compressed trace (*.jsonl.gz) is read as it is.
 
 --format json prints one object per detection and nothing else on stdout:
   {"trace": "traces/a.jsonl", "call": 7, "fn": "web_search", "layer": "dedup",
@@ -135,6 +145,9 @@ def _parser() -> argparse.ArgumentParser:
                        help="config file (fuze.toml or pyproject.toml); default: discovered")
     check.add_argument("--env", metavar="NAME",
                        help="environment overlay fuze.NAME.toml (default: $FUZE_ENV)")
+    check.add_argument("--import", dest="modules", metavar="MODULE", action="append", default=[],
+                       help="import MODULE (from the current directory too) and check that each "
+                       "[functions.NAME] table names a function it guards; repeatable")
     rep = sub.add_parser(
         "replay",
         help="replay recorded traces through the layers and report what fires",
@@ -144,7 +157,8 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=fmt,
     )
     rep.add_argument("traces", nargs="+", metavar="TRACE",
-                     help="trace files (JSON Lines), directories of them, or - for stdin")
+                     help="trace files (JSON Lines, gzip-compressed or not), directories of them, "
+                     "or - for stdin")
     rep.add_argument("--config", metavar="PATH",
                      help="config to replay under (default: the discovered one)")
     rep.add_argument("--env", metavar="NAME",
@@ -158,7 +172,7 @@ def _parser() -> argparse.ArgumentParser:
                      help="exit 1 when anything was detected (for CI checks)")
     rep.add_argument("--merge", action="store_true",
                      help="replay all TRACEs as one stream ordered by time: the traces every "
-                     "worker wrote of one shared run (docs/workers.md)")
+                     "worker wrote of one shared run")
     rep.add_argument("--ignore-code-settings", action="store_true",
                      help="ignore settings the traced code passed to guard()/run(): "
                      "let the config alone decide")
@@ -179,6 +193,16 @@ def _parser() -> argparse.ArgumentParser:
                      help="also write the report as one HTML page with a picture of each run")
     rpt.add_argument("--ignore-code-settings", action="store_true",
                      help="ignore settings the traced code passed to guard()/run()")
+    comp = sub.add_parser(
+        "completion",
+        help="print a shell completion script for fuze (bash, zsh or fish)",
+        description="Print a script that completes fuze's commands, options and files.",
+        epilog='examples:\n  eval "$(fuze completion bash)"      in ~/.bashrc\n'
+        '  eval "$(fuze completion zsh)"       in ~/.zshrc\n'
+        "  fuze completion fish > ~/.config/fish/completions/fuze.fish",
+        formatter_class=fmt,
+    )
+    comp.add_argument("shell", choices=("bash", "zsh", "fish"), help="the shell")
     progress = rep.add_mutually_exclusive_group()
     progress.add_argument("--progress", dest="progress", action="store_true", default=None,
                           help="always show the progress bar (on stderr)")
@@ -214,7 +238,7 @@ def _main(argv: Sequence[str] | None) -> int:
         parser.print_help()
         return EXIT_USAGE
     if args.command == "check":
-        return check(args.path, env=args.env)
+        return check(args.path, env=args.env, modules=args.modules)
     if args.command == "report":
         return report(args.traces, config_path=args.config, env=args.env, html=args.html,
                       use_code_settings=not args.ignore_code_settings)
@@ -225,6 +249,11 @@ def _main(argv: Sequence[str] | None) -> int:
             return EXIT_USAGE
         return compare(args.traces, args.compare[0], args.compare[1], env=args.env,
                        fmt=args.format, use_code_settings=not args.ignore_code_settings)
+    if args.command == "completion":
+        from fuzeguard._private.shell_completion import script
+
+        sys.stdout.write(script(args.shell, parser))
+        return EXIT_OK
     return replay(
         args.traces,
         config_path=args.config,
@@ -270,9 +299,11 @@ def _origin_label(origin: str, config: Config) -> str:
 
 def check(
     path: str | None, *, env: str | None = None, out: TextIO | None = None,
-    err: TextIO | None = None,
+    err: TextIO | None = None, modules: Sequence[str] = (),
 ) -> int:
-    """``fuze check``: validate a config and print the effective settings; returns the status."""
+    """``fuze check``: validate a config and print the effective settings; returns the status.
+    ``modules`` are imported, and each ``[functions.NAME]`` table that names none of the
+    functions they guard is reported."""
     out = out or sys.stdout
     err = err or sys.stderr
     try:
@@ -280,6 +311,12 @@ def check(
     except ConfigError as exc:
         print(f"fuze check: {exc}", file=err)
         return EXIT_USAGE
+    unmatched_tables: list[str] = []
+    if modules:
+        found = _check_function_tables(config, modules, err)
+        if found is None:
+            return EXIT_USAGE
+        unmatched_tables = found
     env = config.env
     if config.files:
         print(f"{', '.join(config.files)}: valid", file=out)
@@ -306,7 +343,35 @@ def check(
                              _origin_label(origin, config)))
         print(f"\n[functions.{fn}]", file=out)
         _print_rows(out, rows)
+    for line in unmatched_tables:
+        print(line, file=out)
     return EXIT_OK
+
+
+def _check_function_tables(config: Config, modules: Sequence[str], err: TextIO) -> list[str] | None:
+    """Import ``modules`` and return the lines that name each table of ``config`` matching none
+    of the functions guarded in this process (None: a module could not be imported)."""
+    import importlib
+
+    from fuzeguard._private.names import guarded, unmatched
+
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except Exception as exc:
+            print(f"fuze check: cannot import {module}: {type(exc).__name__}: {exc}", file=err)
+            return None
+    names = guarded()
+    where = ", ".join(modules)
+    lines = [f"\n{len(names)} guarded function{_s(len(names))} after importing {where}: "
+             + (", ".join(sorted(names)) or "none")]
+    for fn, best in unmatched(config, names):
+        hint = f"; did you mean [functions.{best}]?" if best else ""
+        lines.append(f"warning: [functions.{fn}] matches no function guarded by {where}: its "
+                     f"settings apply to nothing{hint}")
+    return lines
 
 
 def _print_rows(out: TextIO, rows: list[tuple[str, str, str]]) -> None:
@@ -359,6 +424,22 @@ class _Progress:
         self.stream.flush()
 
 
+def _text_size(path: str) -> int:
+    """How many characters replaying ``path`` reads, about: its size, or for a gzip trace the
+    uncompressed size its trailer records (modulo 4 GiB), which the progress bar counts in."""
+    size = os.path.getsize(path)
+    if size < 18:
+        return size
+    try:
+        with open(path, "rb") as f:
+            if f.read(2) != GZIP_MAGIC:
+                return size
+            f.seek(-4, os.SEEK_END)
+            return int.from_bytes(f.read(4), "little") or size
+    except OSError:
+        return size
+
+
 def _size(n: int) -> str:
     value = float(n)
     for unit in ("B", "KB", "MB", "GB"):
@@ -390,17 +471,21 @@ def replay(
         print(f"fuze replay: {exc}", file=err)
         return EXIT_USAGE
     files = list(trace_files(paths))
-    # Not only regular files: a FIFO (``<(zcat old.jsonl.gz)``) or a device is read as a stream.
+    # Not only regular files: a FIFO (``<(ssh host cat run.jsonl)``) or a device is read as a stream.
     missing = [p for p in files if p != "-" and (not os.path.exists(p) or os.path.isdir(p))]
     if missing:
         for p in missing:
             print(f"fuze replay: no such trace file: {p}", file=err)
         return EXIT_USAGE
-    for p in paths:
-        if os.path.isdir(p) and not any(f.startswith(os.path.join(p, "")) for f in files):
-            print(f"fuze replay: warning: no .jsonl traces in directory {p}", file=err)
+    empty = [p for p in paths
+             if os.path.isdir(p) and not any(f.startswith(os.path.join(p, "")) for f in files)]
+    for p in empty:
+        print(f"fuze replay: no traces in directory {p} (a directory stands for its *.jsonl and "
+              "*.jsonl.gz files)", file=err)
+    if empty:
+        return EXIT_USAGE
 
-    sizes = [os.path.getsize(p) if p != "-" and os.path.isfile(p) else 0 for p in files]
+    sizes = [_text_size(p) if p != "-" and os.path.isfile(p) else 0 for p in files]
     show = progress if progress is not None else (
         err.isatty() and (len(files) >= PROGRESS_TRACES or sum(sizes) >= PROGRESS_BYTES)
     )
@@ -427,6 +512,7 @@ def replay(
         keep=0 if fmt == "json" else MAX_ROWS,
     )
     total_calls = total_runs = total_detections = killed = problems = 0
+    not_traces: list[str] = []
     by_layer: dict[str, int] = {}
     by_action: dict[str, int] = {}
     jobs = list(zip(files, sizes, strict=True))
@@ -449,6 +535,13 @@ def replay(
         extra = problems_shown.get(path, 0) - MAX_PROBLEMS
         if extra > 0:
             print(f"fuze replay: ... and {extra} more problem lines in {path}", file=err)
+        if summary.calls and not summary.call_lines:
+            not_traces.append(path)
+            print(f"fuze replay: {path} is not a trace: none of its {summary.calls:,} "
+                  f"line{_s(summary.calls)} is a call (a JSON object with \"fn\", one per "
+                  "line, as fuzeguard records them)", file=err)
+        elif not summary.calls:
+            print(f"fuze replay: warning: {path} holds no calls", file=err)
         total_calls += summary.calls
         total_runs += summary.runs
         total_detections += summary.detected
@@ -476,11 +569,15 @@ def replay(
             actions = ", ".join(f"{k} {v}" for k, v in sorted(by_action.items(), key=lambda kv: -kv[1]))
             print(f"{total_detections:,} detection{_s(total_detections)} (by layer: {layers}; "
                   f"by action: {actions}); {killed} run{_s(killed)} killed.", file=out)
+            print("(count: what the layer counted, such as identical calls or laps of a cycle, "
+                  "over the threshold it counts against; limit: a budget's value.)", file=out)
         else:
             print("Nothing would have fired.", file=out)
         if problems:
             print(f"{problems} line{_s(problems)} could not be replayed as written (see stderr).",
                   file=out)
+    if not_traces:
+        return EXIT_USAGE
     if fail_on_detect and total_detections:
         return EXIT_DETECTED
     return EXIT_OK

@@ -77,7 +77,9 @@ def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
 
     p.line(p.paint("fuzeguard demo", "1") + ": a scripted agent gets stuck, and the guard catches it.")
     p.line(f"Both tools are guarded with on_loop={LADDER!r}: warn first, then answer for the tool,")
-    p.line("then end the run. Built-in default thresholds; no model, no network.\n")
+    p.line("then end the run. Built-in default thresholds; no model, no network.")
+    p.line("In (4/3) after a layer's name, 4 is what the layer counted (identical calls, laps of a")
+    p.line("cycle, calls that brought nothing new) and 3 the threshold it counts against.\n")
 
     with structlog.testing.capture_logs() as logs, run("demo", config=Config()) as r:
         for step, (name, kwargs) in enumerate(_script(lambda: last_skipped[0]), start=1):
@@ -108,12 +110,17 @@ def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
     events = sorted({entry["event"] for entry in logs})
     p.line("")
     p.line(p.paint("Run summary", "1"))
-    p.line(f"  calls executed: {stats.calls} {dict(stats.calls_by_fn)}; answered by the guard: "
-           f"{stats.skipped}; killed: {stats.killed}")
-    p.line(f"  detections by layer: {dict(stats.detections_by_layer)}")
+    p.line(f"  calls executed: {stats.calls} ({_counts(stats.calls_by_fn)}); answered by the "
+           f"guard: {stats.skipped}; run killed: {'yes' if stats.killed else 'no'}")
+    p.line(f"  detections by layer: {_counts(stats.detections_by_layer)}")
     p.line(f"  structured log events emitted: {', '.join(events)}")
-    p.line("\nTry it on your own agent: see README.md and docs/getting-started.md.")
+    p.line("\nOn your own agent: decorate each tool function with @fuzeguard.guard and open a")
+    p.line("fuzeguard.run() around each task; `fuze --help` and help(fuzeguard.guard) say more.")
     return 0
+
+
+def _counts(by_name: Any) -> str:
+    return ", ".join(f"{name} {n}" for name, n in by_name.items())
 
 
 def _detections(p: _Printer, found: list[Detection]) -> None:

@@ -21,9 +21,10 @@ from fuzeguard._private.completion import complete
 from fuzeguard._private.config import Config
 from fuzeguard._private.exceptions import ConfigError, FuzeguardError, LoopDetected, StoreUnavailable
 from fuzeguard._private.log import emit
+from fuzeguard._private.names import register, warn_unmatched
 from fuzeguard._private.plan import Plan, build_plan, check_layer_objects
 from fuzeguard._private.records import Call, Decision, Detection
-from fuzeguard._private.run import DetectHook, Run, _as_hooks, current_run
+from fuzeguard._private.run import DetectHook, Run, _as_hooks, checked_discovered_config, current_run
 from fuzeguard._private.secrets import exception_text
 from fuzeguard._private.validation import validate_code_options
 from fuzeguard._private.watch import StreamWatch
@@ -50,6 +51,9 @@ def add_cost(amount: float) -> None:
     """
     if isinstance(amount, bool) or not isinstance(amount, (int, float)) or amount != amount:
         raise TypeError(f"add_cost() takes a number, got {amount!r}")
+    if amount < 0 or amount == float("inf"):
+        raise ValueError(f"add_cost() takes a finite cost of 0 or more, got {amount!r}: a cost "
+                         "already spent cannot be taken back")
     box = _cost_box.get()
     if box is not None:
         box[0] += amount
@@ -81,12 +85,14 @@ class Guard:
         self.hooks = hooks
         self._plans: dict[int, tuple[Config, Plan]] = {}
         self._lock = threading.Lock()
+        register(self.name)
 
     def plan(self, config: Config) -> Plan:
         """This guard's settings and layers under ``config`` (resolved once, then cached)."""
         entry = self._plans.get(id(config))
         if entry is not None and entry[0] is config:
             return entry[1]
+        warn_unmatched(config)
         plan = build_plan(self.fn, self.name, config, self.options, self.layers, self.hooks)
         with self._lock:
             if len(self._plans) >= _MAX_PLANS:
@@ -423,13 +429,40 @@ class Stream:
         self.pending.done(self.chunks)
 
 
+_NO_FUNCTION: Any = object()
+# Top-level packages whose tool objects wrap a function: @guard belongs under their decorator.
+_FRAMEWORKS = {
+    "langchain_core": "LangChain's @tool (or use fuzeguard.integrations.langchain)",
+    "langchain": "LangChain's @tool (or use fuzeguard.integrations.langchain)",
+    "agents": "the OpenAI Agents SDK's @function_tool (or use fuzeguard.integrations.openai_agents)",
+    "pydantic_ai": "Pydantic AI's tool decorator (or use fuzeguard.integrations.pydantic_ai)",
+    "smolagents": "smolagents' @tool (or use fuzeguard.integrations.smolagents)",
+    "crewai": "CrewAI's @tool (or use fuzeguard.integrations.crewai)",
+    "mcp": "the MCP server's @tool (or use fuzeguard.integrations.mcp)",
+}
+
+
+def _check_guardable(f: Any, where: str) -> None:
+    """Refuse, with the fix, what guard() cannot wrap usefully."""
+    if isinstance(getattr(f, "guard", None), Guard):
+        raise TypeError(f"{where}: {getattr(f, '__name__', f)!r} is already guarded: each call "
+                        "would count twice. Guard it once, with all its options")
+    package = type(f).__module__.split(".")[0]
+    if package in _FRAMEWORKS and "Tool" in type(f).__name__ and not inspect.isroutine(f):
+        raise TypeError(f"{where}: got a {type(f).__module__}.{type(f).__name__}, a framework's "
+                        f"tool object, not a function: put @guard under {_FRAMEWORKS[package]}, "
+                        "next to the function")
+    if f is None or not callable(f):
+        raise TypeError(f"guard() takes a function, got {f!r}: use @guard or guard(fn, ...)")
+
+
 @overload
 def guard(fn: F, /, **options: Unpack[GuardOptions]) -> F: ...
 @overload
 def guard(fn: None = None, /, **options: Unpack[GuardOptions]) -> Callable[[F], F]: ...
 
 
-def guard(fn: F | None = None, /, **options: Unpack[GuardOptions]) -> F | Callable[[F], F]:
+def guard(fn: Any = _NO_FUNCTION, /, **options: Unpack[GuardOptions]) -> Any:
     """Guard a tool function against loops: ``@guard``, ``@guard(...)`` or ``guard(fn, ...)``.
 
     Options are keyword-only, and every fuze.toml key is one (code wins over the file)::
@@ -463,11 +496,15 @@ def guard(fn: F | None = None, /, **options: Unpack[GuardOptions]) -> F | Callab
     def decorate(f: F) -> F:
         if isinstance(f, (staticmethod, classmethod)):
             return type(f)(decorate(f.__func__))  # type: ignore[return-value,arg-type,unused-ignore]
-        if not callable(f):
-            raise TypeError(f"guard() takes a function, got {f!r}")
+        _check_guardable(f, where)
+        if state.mode_override != "off":
+            # A broken fuze.toml fails here, at decoration, logged at error level: not inside
+            # the first tool call, where a framework may catch it and show the model "An error
+            # occurred while running the tool".
+            checked_discovered_config()
         g = Guard(f, name=name, options=checked, layers=layer_objects, hooks=hooks)
         return _wrap(g)  # type: ignore[return-value]
 
-    if fn is None:
+    if fn is _NO_FUNCTION:
         return decorate
     return decorate(fn)

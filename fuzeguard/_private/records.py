@@ -85,7 +85,7 @@ class Detection:
     threshold: float | None = None
     similarity: float | None = None
     kind: Kind = "loop"
-    pattern: Hashable = None
+    pattern: Hashable = field(default=None, repr=False)  # fingerprints: not for reading
     run_id: str = ""
     call_index: int = 0
     action: Action | Literal["observe", ""] = ""
@@ -147,3 +147,26 @@ class RunStats:
     # Tokens metered from the framework's reports (``fuzeguard.metering``).
     tokens_in: int = 0
     tokens_out: int = 0
+
+    def __str__(self) -> str:
+        """A few readable lines (``repr`` keeps every field)."""
+        name = f"run {self.name!r}" if self.name else "run"
+        by_fn = ", ".join(f"{fn} {n}" for fn, n in self.calls_by_fn.items())
+        lines = [f"{name} ({self.run_id}): {'killed' if self.killed else 'open'}, "
+                 f"{self.elapsed:.1f} s",
+                 f"  calls {self.calls}" + (f" ({by_fn})" if by_fn else "")
+                 + f", answered by the guard {self.skipped}, errors {self.errors}"]
+        if self.detections:
+            by_layer = ", ".join(f"{layer} {n}" for layer, n in self.detections_by_layer.items())
+            lines.append(f"  detections {self.detections} ({by_layer})")
+        budgets = [f"{key} {_num(u.used)}/{_num(u.limit)}" for key, u in self.limits.items()
+                   if u.limit is not None]
+        if budgets:
+            lines.append("  budgets used: " + ", ".join(budgets))
+        if self.cost:
+            lines.append(f"  cost {_num(self.cost)}")
+        return "\n".join(lines)
+
+
+def _num(value: float) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)

@@ -19,15 +19,22 @@ One hostile line never ends a replay: every line is read with a bounded length, 
 bounded depth, and checked field by field; whatever is wrong with it is reported once, with file
 and line number, and the rest is replayed. A line glued to the fragment of a line a killed writer
 left unfinished is recovered.
+
+A gzip-compressed trace (``.jsonl.gz``, or any file or standard input that starts with gzip's
+magic bytes) is read the same way: the bounds apply to the decompressed text, and a truncated or
+corrupt archive is reported at the line where it broke, after every line before it is replayed.
 """
 
 from __future__ import annotations
 
+import gzip
+import io
 import json
 import json.scanner
 import math
 import os
 import sys
+import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import IO, Any
@@ -69,6 +76,8 @@ KEEP_PROBLEMS = 1000
 # replays in bounded memory.
 MAX_OPEN_RUNS = 10_000
 _LINE_START = '{"fn":'
+# The files a directory given to replay stands for.
+TRACE_SUFFIXES = (".jsonl", ".ndjson", ".jsonl.gz", ".ndjson.gz")
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +134,9 @@ class TraceSummary:
     trace: str
     calls: int = 0
     runs: int = 0
+    # Lines that were calls (a JSON object with a "fn"); a file with lines and none of them is
+    # not a trace.
+    call_lines: int = 0
     detected: int = 0
     detections: list[ReplayedDetection] = field(default_factory=list)
     by_layer: dict[str, int] = field(default_factory=dict)
@@ -272,6 +284,41 @@ def bounded_lines(stream: IO[str], limit: int = MAX_LINE) -> Iterator[str | _Ove
                 return
 
 
+class _Unreadable:
+    """Marks where a compressed trace broke (truncated or corrupt): nothing after it is read."""
+
+    __slots__ = ("why",)
+
+    def __init__(self, why: str) -> None:
+        self.why = why
+
+
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def _decompressed(lines: Iterator[str | _Overlong]) -> Iterator[str | _Overlong | _Unreadable]:
+    """The lines of a gzip stream; a truncated or corrupt archive ends them with an
+    ``_Unreadable`` instead of an exception, so every line before the break is replayed."""
+    try:
+        yield from lines
+    except EOFError:
+        yield _Unreadable("the compressed trace ends early (truncated gzip); the rest is lost")
+    except (gzip.BadGzipFile, zlib.error) as exc:
+        yield _Unreadable(f"the compressed trace is corrupt ({_clip(str(exc))}); the rest is not read")
+
+
+def open_trace(
+    binary: io.BufferedReader, limit: int = MAX_LINE
+) -> Iterator[str | _Overlong | _Unreadable]:
+    """The bounded lines of a trace read from a binary stream, decompressed first when it starts
+    with gzip's magic bytes. Bytes that are not UTF-8 are read as U+FFFD."""
+    if binary.peek(2)[:2] == GZIP_MAGIC:
+        unzipped = gzip.GzipFile(fileobj=binary, mode="rb")
+        text = io.TextIOWrapper(unzipped, encoding="utf-8", errors="replace")
+        return _decompressed(bounded_lines(text, limit))
+    return bounded_lines(io.TextIOWrapper(binary, encoding="utf-8", errors="replace"), limit)
+
+
 class ReplayRun(Run):
     """A run whose time is the trace's, without the standard subscribers: a replay never logs
     detections as live ones, calls hooks, touches spans or writes a trace."""
@@ -403,29 +450,44 @@ class Replayer:
         a path too). ``progress`` gets characters read.
 
         Bytes that are not UTF-8 are read as U+FFFD: such a line still replays if it is JSON.
+        A gzip-compressed trace is decompressed as it is read (``progress`` then counts
+        decompressed characters).
         """
         if path == "-":
-            with open(sys.stdin.fileno(), encoding="utf-8", errors="replace", closefd=False) as stdin:
-                return self.replay_lines(bounded_lines(stdin, self.max_line), path, progress=progress)
-        with open(path, encoding="utf-8", errors="replace") as f:
-            return self.replay_lines(bounded_lines(f, self.max_line), path, progress=progress)
+            with open(sys.stdin.fileno(), "rb", closefd=False) as stdin:
+                return self.replay_lines(open_trace(stdin, self.max_line), path, progress=progress)
+        with open(path, "rb") as f:
+            return self.replay_lines(open_trace(f, self.max_line), path, progress=progress)
 
     def replay_merged(self, paths: Iterable[str], label: str = "merged") -> TraceSummary:
         """Replay several traces as one stream, their lines ordered by time: the traces each
         process wrote of a run shared through a store (``at``, else ``ts``, orders them)."""
         keyed: list[tuple[float, int, str]] = []
         for path in paths:
-            with open(path, encoding="utf-8", errors="replace") as f:
-                for line in f:
+            with open(path, "rb") as f:
+                for line in open_trace(f, self.max_line):
+                    if type(line) is not str:
+                        self._unreadable_in_merge(path, line)  # type: ignore[arg-type]
+                        continue
                     if not line.strip():
                         continue
                     keyed.append((_moment(line), len(keyed), line))
         keyed.sort()
         return self.replay_lines((line for _, _, line in keyed), label)
 
+    def _unreadable_in_merge(self, path: str, mark: _Overlong | _Unreadable) -> None:
+        if self.on_problem is None:
+            return
+        if isinstance(mark, _Unreadable):
+            why = mark.why
+        else:
+            why = (f"a line of {mark.size:,} characters, longer than the {self.max_line:,} a "
+                   "trace line may have; line skipped")
+        self.on_problem(Problem(path, 0, why))
+
     def replay_lines(
         self,
-        lines: Iterable[bytes | str | _Overlong],
+        lines: Iterable[bytes | str | _Overlong | _Unreadable],
         label: str,
         *,
         progress: Callable[[int], object] | None = None,
@@ -443,7 +505,7 @@ class Replayer:
         lineno = 0
         notes: list[str] = []
         note = notes.append
-        started = closed = 0
+        started = closed = call_lines = 0
 
         for lineno, raw in enumerate(lines, start=1):
             if type(raw) is str:
@@ -459,6 +521,9 @@ class Replayer:
                 self._problem(summary, lineno, f"a line of {raw.size:,} characters, longer than "
                               f"the {self.max_line:,} a trace line may have; line skipped")
                 continue
+            elif type(raw) is _Unreadable:
+                self._problem(summary, lineno, raw.why)
+                break
             else:
                 line = raw.decode("utf-8", "replace")  # type: ignore[union-attr]
             if progress is not None:
@@ -498,6 +563,7 @@ class Replayer:
                 self._problem(summary, lineno, 'no "fn" (the function name is required); '
                                                "line skipped")
                 continue
+            call_lines += 1
             key = obj.get("run")
             if key is not None and type(key) is not str:
                 note(f'"run" must be a string, got {_show(key)}; replayed in the run of the lines '
@@ -539,6 +605,7 @@ class Replayer:
             progress(done)
         summary.calls = position
         summary.runs = started
+        summary.call_lines = call_lines
         return summary
 
     def _parse_bad(self, line: str, summary: TraceSummary, lineno: int) -> tuple[Any, bool]:
@@ -789,12 +856,13 @@ def _moment(line: str) -> float:
 
 
 def trace_files(paths: Iterable[str]) -> Iterator[str]:
-    """Expand the command line's TRACE arguments: a directory stands for its ``*.jsonl`` files."""
+    """Expand the command line's TRACE arguments: a directory stands for its ``*.jsonl`` files
+    (and ``*.jsonl.gz``)."""
     for path in paths:
         if path != "-" and os.path.isdir(path):
             for name in sorted(os.listdir(path)):
                 full = os.path.join(path, name)
-                if name.endswith((".jsonl", ".ndjson")) and os.path.isfile(full):
+                if name.endswith(TRACE_SUFFIXES) and os.path.isfile(full):
                     yield full
         else:
             yield path

@@ -31,7 +31,7 @@ from fuzeguard._private.events import (
     RunResumed,
     Subscriber,
 )
-from fuzeguard._private.exceptions import FuzeguardError
+from fuzeguard._private.exceptions import ConfigError, FuzeguardError
 from fuzeguard._private.fingerprint import keyed
 from fuzeguard._private.hooks import callable_name
 from fuzeguard._private.log import emit
@@ -96,7 +96,9 @@ def implicit_run() -> Run:
 
     A kill ends the implicit run like any other, but it does not stay dead: the next call made
     outside any run starts a fresh implicit run (logged as ``fuzeguard.implicit_run_restarted``),
-    so that one bad request cannot disable a long-lived process that opens no runs.
+    so that one bad request cannot disable a long-lived process that opens no runs. The kill
+    sticks for what looped: in every later implicit run, a call of the function with the
+    arguments of the call that was killed is refused at once (``ImplicitRun``).
     """
     global _implicit
     run = _implicit
@@ -105,7 +107,7 @@ def implicit_run() -> Run:
     with _implicit_lock:
         run = _implicit
         if run is None:
-            run = _implicit = Run("implicit", store=None)
+            run = _implicit = ImplicitRun()
             emit(
                 "info", "fuzeguard.implicit_run",
                 message="a guarded call was made outside fuzeguard.run(): it counts against the "
@@ -114,13 +116,14 @@ def implicit_run() -> Run:
         elif run._killed is not None:
             killed = run._killed
             run.close()
-            run = _implicit = Run("implicit", store=None)
+            run = _implicit = ImplicitRun(run if isinstance(run, ImplicitRun) else None)
             emit(
                 "warning", "fuzeguard.implicit_run_restarted",
                 previous_run_id=killed.run_id, run_id=run.id, layer=killed.layer, fn=killed.fn,
                 message="the implicit run was killed by a detection; calls made outside "
-                "fuzeguard.run() now go to a fresh implicit run. Open one run per task or "
-                "request so that a kill stays with the task that looped",
+                "fuzeguard.run() now go to a fresh implicit run, which refuses the call that "
+                "was killed if it comes again. Open one run per task or request so that a kill "
+                "stays with the task that looped",
             )
     return run
 
@@ -161,6 +164,9 @@ class Run(RunState):
     ) -> None:
         if ask is not None and not callable(ask):
             raise TypeError(f"fuzeguard.run(ask=...) takes a function, got {ask!r}")
+        if name is not None and not isinstance(name, str):
+            raise TypeError(f"fuzeguard.run() takes a name that is a string (or None), got "
+                            f"{name!r}: name it after the task, such as f\"ticket-{{id}}\"")
         resolved = _as_config(config)
         if settings:
             resolved = resolved.with_values(
@@ -637,9 +643,70 @@ class LayerFailed(RuntimeError):
 
 
 
+_config_errors_logged: set[str] = set()
+
+
+def checked_discovered_config() -> Config:
+    """``discovered_config()``, with a ``ConfigError`` logged at error level (once per message)
+    before it is raised: a framework that catches the exceptions of a tool call (and shows the
+    model "An error occurred") must not hide a broken fuze.toml."""
+    try:
+        return discovered_config()
+    except ConfigError as exc:
+        message = str(exc)
+        if message not in _config_errors_logged:
+            _config_errors_logged.add(message)
+            emit("error", "fuzeguard.config_error", error=message,
+                 message=f"fuzeguard cannot use its configuration: {message}")
+        raise
+
+
+class ImplicitRun(Run):
+    """The process-wide run of calls made outside any ``fuzeguard.run()``.
+
+    A loop killed in one implicit run stays stopped in the next: each kill of a loop (not of a
+    budget) remembers the function and argument fingerprint of the call it refused, and every
+    later implicit run refuses a call with both at once, with the detection that killed it
+    (the run itself goes on). Before, a caller that caught ``LoopDetected`` and went on called
+    the tool again and again: 30 identical calls ran it 23 times.
+    """
+
+    # Patterns kept: a long-lived process killed for ever new loops forgets the oldest first.
+    MAX_STUCK = 1024
+    # (function name, argument fingerprint) of each call a killed implicit run refused.
+    _stuck: dict[tuple[str, bytes], Detection]
+    _kill_pattern: tuple[str, bytes] | None
+
+    def __init__(self, previous: ImplicitRun | None = None) -> None:
+        super().__init__("implicit", store=None)
+        stuck: dict[tuple[str, bytes], Detection] = {}
+        if previous is not None:
+            stuck.update(previous._stuck)
+            if previous._kill_pattern is not None and previous._killed is not None:
+                stuck[previous._kill_pattern] = previous._killed
+            while len(stuck) > self.MAX_STUCK:
+                del stuck[next(iter(stuck))]
+        self._stuck = stuck
+        self._kill_pattern = None
+
+    def _judge(
+        self, plan: Plan, args_fp: bytes, arguments: Any, kind: str | None = None
+    ) -> tuple[Call, Decision]:
+        if self._stuck:
+            found = self._stuck.get((plan.name, args_fp))
+            if found is not None:  # refused, not counted: the fresh run itself goes on
+                call = Call(plan.name, self._attempts + 1, args_fp, arguments)
+                return call, Decision("kill", call.index, found, ())
+        call, decision = super()._judge(plan, args_fp, arguments, kind)
+        if decision.action == "kill" and decision.detections and decision.detection is not None \
+                and decision.detection.kind == "loop":
+            self._kill_pattern = (call.fn, args_fp)
+        return call, decision
+
+
 def _as_config(config: Any) -> Config:
     if config is None:
-        return discovered_config()
+        return checked_discovered_config()
     if isinstance(config, Config):
         return config
     if isinstance(config, dict):

@@ -152,6 +152,12 @@ def coerce(spec: FieldSpec, value: Any, *, from_code: bool) -> Any:
                     f"unknown action {item!r}; use one of \"kill\", \"warn\", \"skip\", \"ask\""
                     + did_you_mean(str(item), ACTIONS).replace("`", '"')
                 )
+        if "kill" in items[:-1]:
+            after = list(items[list(items).index("kill") + 1:])
+            raise ValueError(
+                f"{list(items)!r}: a kill ends the run, so the steps after it ({after!r}) are "
+                'never reached; put "kill" last, such as ["warn", "skip", "kill"]'
+            )
         out = tuple(items)
     else:
         out = value

@@ -90,7 +90,9 @@ class CostVelocity(LayerSettings):
         return Detection(
             layer=self.name,
             fn=call.fn,
-            count=size - new,
+            # No count: what is measured is money (spend or spend per minute), and the threshold
+            # is its limit in the same unit; a count of calls beside it would mix the two.
+            count=None,
             threshold=limit,
             pattern="cost_velocity",
             message=(

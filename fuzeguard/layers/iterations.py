@@ -65,7 +65,7 @@ class Iterations(LayerSettings):
         section="loop_detection",
         doc="Judge repeats by their results: a repeat whose result changed is progress (dedup, "
         "cycle), and a function whose calls keep doing something new is not held to the built-in "
-        "iteration cap (false: plain Fuze counting).",
+        "iteration cap (false: every call counts, whatever it returned).",
     )
 
     @property
