@@ -37,7 +37,7 @@ OPTIONS_END = "    # --- generated: end"
 OPTION_TYPES = {
     "int": "int", "float": "float", "bool": "bool", "str": "str", "duration": "Duration",
     "strs": "Strings", "actions": "Actions", "enabled": 'bool | Literal["observe"]',
-    "kind": 'Kind | Literal["auto"]', "store": "str", "path": "str | os.PathLike[str]",
+    "kind": 'Kind | Literal["auto"]', "store": "str", "namespace": "str", "path": "str | os.PathLike[str]",
     "any": "object",
 }
 OPTION_KEYS = {
@@ -68,6 +68,7 @@ TYPE_TEXT = {
     "kind": '"auto", "read", "search", "write", "poll", "exec", "model" or "other"',
     "path": "file or directory path",
     "store": 'Redis URL ("redis://host:port/db", "rediss://..." or "unix://...")',
+    "namespace": "letters, digits, '.', '_' or '-'",
     "any": "any TOML value",
 }
 
@@ -78,6 +79,7 @@ EXAMPLES: dict[str, Any] = {
     "skip_value": "This tool call was skipped to break a loop.",
     "trace": "traces/",
     "store": "redis://localhost:6379/0",
+    "store_namespace": "billing-agent",
     "cost_velocity_threshold": 0.5,
     "cost_velocity_per_minute": 1.0,
     "embed": "myapp.embeddings:embed",

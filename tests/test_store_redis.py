@@ -435,22 +435,22 @@ def test_a_run_opened_while_redis_is_down_goes_on_in_this_process(quick_retry: N
 
 def test_the_store_comes_from_the_config_file(redis_server: RedisServer, tmp_path: Path) -> None:
     path = tmp_path / "fuze.toml"
-    path.write_text(f'[defaults]\nstore = "{redis_server.url}"\n')
+    path.write_text(f'[defaults]\nstore = "{redis_server.url}"\nstore_namespace = "app"\n')
     with fuzeguard.run("from-file", config=str(path)):
         fetch(1)
-        assert redis_server.client().exists("fuzeguard:{from-file}:m")
+        assert redis_server.client().exists("fuzeguard:app:{from-file}:m")
 
 
 def test_fuze_store_overrides_the_config_file(
     redis_server: RedisServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / "fuze.toml"
-    path.write_text('[defaults]\nstore = "redis://127.0.0.1:1/0"\n')
+    path.write_text('[defaults]\nstore = "redis://127.0.0.1:1/0"\nstore_namespace = "app"\n')
     monkeypatch.setenv("FUZE_STORE", redis_server.url)
     with fuzeguard.run("from-env", config=str(path)) as run:
         fetch(1)
         assert run.stats().store_errors == 0
-        assert redis_server.client().exists("fuzeguard:{from-env}:m")
+        assert redis_server.client().exists("fuzeguard:app:{from-env}:m")
 
 
 def test_a_store_that_is_not_a_redis_url_is_a_config_error(tmp_path: Path) -> None:

@@ -241,12 +241,25 @@ def check(
         # Config.load refuses an environment without its file, so the overlay is the last one.
         print(f"environment {env!r}: {config.files[-1]} over the base file", file=out)
     specs = schema()
-    values = config.settings_for(None)
+    values = dict(config.settings_for(None))
+    origins = {k: _origin_label(config.origin_of(k), config) for k in specs}
+    for key, var in (("store", "FUZE_STORE"), ("trace", "FUZE_TRACE")):
+        if os.environ.get(var):  # overrides the file, as it does for every run
+            values[key] = os.environ[var]
+            origins[key] = f"environment {var}"
+    if values["store"] is not None:
+        from fuzeguard._private.store import store_problem
+        from fuzeguard._private.validation import masked_url
+
+        problem = store_problem(config, values["store"], from_code=False)
+        if problem is not None:
+            print(f"fuze check: {problem}", file=err)
+            return EXIT_USAGE
+        values["store"] = masked_url(values["store"])
     for section in ("defaults", "loop_detection"):
         keys = [k for k, s in specs.items() if s.section == section]
         print(f"\n[{section}]", file=out)
-        _print_rows(out, [(k, _toml_value(values[k], specs[k].unset),
-                           _origin_label(config.origin_of(k), config)) for k in keys])
+        _print_rows(out, [(k, _toml_value(values[k], specs[k].unset), origins[k]) for k in keys])
     for fn in config.functions:
         fn_values = config.settings_for(fn)
         rows = []

@@ -126,5 +126,8 @@ class ParentStore:
     def close(self, run: Run) -> None:
         pass
 
+    def end(self, run: Run) -> None:
+        pass
+
     def annotate(self, run: Run, line: dict[str, Any]) -> None:
         pass
