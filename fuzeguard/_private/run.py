@@ -201,6 +201,10 @@ class Run(RunState):
             self.close()
 
     async def __aenter__(self) -> Run:
+        with self._lock:
+            first = self._entered == 0
+        if first and self._store is not None:
+            await self._store.aopen(self)  # loaded now, awaited: ``__enter__`` finds it open
         return self.__enter__()
 
     async def __aexit__(
@@ -394,6 +398,14 @@ class Run(RunState):
             call, decision = self._judge(plan, args_fp, arguments, kind)
             if decision is not _REFUSED:
                 self._count(call, decision)
+        return self._decided(plan, call, decision)
+
+    async def _adecide(
+        self, plan: Plan, args_fp: bytes, arguments: Any
+    ) -> tuple[Call, Decision]:
+        """``_decide`` for a coroutine tool of a run with a store: its round trips awaited."""
+        assert self._store is not None
+        call, decision = await self._store.adecide(self, plan, args_fp, arguments, None)
         return self._decided(plan, call, decision)
 
     def _decided(self, plan: Plan, call: Call, decision: Decision) -> tuple[Call, Decision]:

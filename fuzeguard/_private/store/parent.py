@@ -83,6 +83,17 @@ class ParentStore:
                     parent._calls += 1
             return call, decision
 
+    async def adecide(
+        self, run: Run, plan: Plan, args_fp: bytes, arguments: Any, kind: str | None = None
+    ) -> tuple[Call, Decision]:
+        return self.decide(run, plan, args_fp, arguments, kind)  # no round trip to await
+
+    async def aflush(self, run: Run) -> None:
+        pass
+
+    async def aopen(self, run: Run) -> None:
+        pass
+
     def flag(self, run: Run, plan: Plan, call: Call, detection: Detection) -> Decision:
         with run._lock:
             decision = run._judge_flag(plan, call, detection)

@@ -33,6 +33,7 @@ epoch reloads the run from it and writes back what it did itself since the run's
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import itertools
 import math
@@ -40,7 +41,8 @@ import os
 import socket
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Generator
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 from fuzeguard._private.fingerprint import keyed
 from fuzeguard._private.log import emit
@@ -64,6 +66,12 @@ LEASE_AFTER = 2  # commits lost in a row before a process asks for the run's lea
 LEASE_MS = 20  # how long the lease holds at most (a holder that stalls loses it)
 WAIT = 0.0002  # seconds between tries while another process holds the lease
 MAX_WAITS = 5000
+
+T = TypeVar("T")
+# The store's work, written once for both clients: a generator that yields each round trip it
+# needs, (script, keys, args) or ("sleep", seconds, []), and is sent the reply (or thrown the
+# error). ``_drive`` runs it with the blocking client, ``_adrive`` with the asyncio one.
+Steps: TypeAlias = Generator[tuple[Any, Any, list[Any]], Any, T]
 
 # Statuses of the scripts' replies.
 COMMITTED, MOVED, OVER_BUDGET, MISSING, LEASED, NEW_EPOCH = 1, 0, 2, 3, 4, 5
@@ -283,6 +291,7 @@ def _refresh_worker() -> None:
     _WORKER = f"{socket.gethostname()}:{os.getpid()}:{os.urandom(3).hex()}"
     with _clients_lock:
         _clients.clear()  # a forked child must not share its parent's sockets
+    _aclients.clear()
 
 
 os.register_at_fork(after_in_child=_refresh_worker)
@@ -305,6 +314,41 @@ def _client(url: str, timeout: float) -> Any:
                 )
                 _clients[key] = client
     return client
+
+
+_aclients: dict[int, tuple[asyncio.AbstractEventLoop, dict[Any, Any]]] = {}
+
+
+def _per_loop(table: dict[int, tuple[asyncio.AbstractEventLoop, Any]], make: Any) -> Any:
+    """``table``'s entry for the running event loop, made by ``make()`` the first time; the
+    entries of loops that were closed meanwhile are dropped."""
+    loop = asyncio.get_running_loop()
+    entry = table.get(id(loop))
+    if entry is None or entry[0] is not loop:
+        for key, (other, _value) in list(table.items()):
+            if other.is_closed():
+                del table[key]
+        entry = table[id(loop)] = (loop, make())
+    return entry[1]
+
+
+def asyncio_script(url: str, timeout: float, source: str) -> Any:
+    """Script ``source`` on the asyncio client of ``url`` for the running event loop."""
+    scripts: dict[Any, Any] = _per_loop(_aclients, dict)
+    script = scripts.get((url, timeout, source))
+    if script is None:
+        client = scripts.get((url, timeout))
+        if client is None:
+            import redis.asyncio
+            from redis.asyncio.retry import Retry
+            from redis.backoff import NoBackoff
+
+            client = scripts[(url, timeout)] = redis.asyncio.Redis.from_url(
+                url, socket_timeout=timeout, socket_connect_timeout=timeout,
+                retry=Retry(NoBackoff(), 0), health_check_interval=0,
+            )
+        script = scripts[(url, timeout, source)] = client.register_script(source)
+    return script
 
 
 def run_keys(name: str, namespace: str | None) -> list[str]:
@@ -399,6 +443,9 @@ class RedisStore:
         self.fp_key = run._fp_key
         self.worker = f"{worker_id()}/{os.urandom(2).hex()}"  # this process's hold on the run
         self._scripts: dict[str, Any] = {}
+        # Per event loop: the lock that makes this process's asyncio decisions one at a time.
+        self._locks: dict[int, tuple[asyncio.AbstractEventLoop, asyncio.Lock]] = {}
+        self.urgent = False  # a completion waits to be sent at once, by ``aflush``
 
     # ------------------------------------------------------------------ Redis round trips
 
@@ -409,6 +456,49 @@ class RedisStore:
             script = self._scripts[source] = client.register_script(source)
         return script
 
+    def _drive(self, steps: Steps[T]) -> T:
+        """Run ``steps`` with the blocking client (the run's lock held throughout)."""
+        reply: Any = None
+        error: BaseException | None = None
+        while True:
+            try:
+                request = steps.send(reply) if error is None else steps.throw(error)
+            except StopIteration as stop:
+                result: T = stop.value
+                return result
+            error = None
+            try:
+                if request[0] == "sleep":
+                    time.sleep(request[1])
+                    reply = None
+                else:
+                    reply = self._script(request[0])(keys=request[1], args=request[2])
+            except Exception as exc:
+                error = exc
+
+    async def _adrive(self, run: Run, steps: Steps[T]) -> T:
+        """Run ``steps`` with the asyncio client: the run's lock is held while they judge and
+        book, and released while a round trip is awaited."""
+        reply: Any = None
+        error: BaseException | None = None
+        while True:
+            with run._lock:
+                try:
+                    request = steps.send(reply) if error is None else steps.throw(error)
+                except StopIteration as stop:
+                    result: T = stop.value
+                    return result
+            error = None
+            try:
+                if request[0] == "sleep":
+                    await asyncio.sleep(request[1])
+                    reply = None
+                else:
+                    script = asyncio_script(self.url, self.timeout, request[0])
+                    reply = await script(keys=request[1], args=request[2])
+            except BaseException as exc:  # a cancelled task too: its commit may be in doubt
+                error = exc
+
     def _next(self) -> int:
         return next(_numbers)
 
@@ -418,10 +508,10 @@ class RedisStore:
         the run's key."""
         return keyed(fp, self.fp_key)
 
-    def _load(self, run: Run) -> None:
+    def _load(self, run: Run) -> Steps[None]:
         """Bring the copy up to the log (run lock held): creates the run on first use, reloads
         it from a new epoch, starts afresh after ``end()``."""
-        reply = self._script(_LOAD)(keys=self.keys, args=[
+        reply = yield (_LOAD, self.keys, [
             self.ttl_ms, repr(time.time()), run.id, os.urandom(6).hex(), *self.limits, self.seq,
             self.fp_key.hex(), self.epoch, os.urandom(8).hex(), self.worker,
         ])
@@ -465,7 +555,7 @@ class RedisStore:
         self._rebuild(run, snap, fromsnap, calls, cost, events.local_start(float(start)))
         self.seq = int(seq)
         if lost and (not self.own.empty() or kill is not None):
-            self._merge(run, self.own, f"{self.worker}:{epoch}", kill, mine=True)
+            yield from self._merge(run, self.own, f"{self.worker}:{epoch}", kill, mine=True)
 
     def _rebuild(
         self, run: Run, snap: bytes | None, fromsnap: Any, calls: Any, cost: Any,
@@ -503,7 +593,7 @@ class RedisStore:
     def _commit(
         self, run: Run, extra: list[dict[str, Any]], conditional: bool, calls: int = 0,
         cost: float = 0.0, retry: bool = True,
-    ) -> list[Any]:
+    ) -> Steps[list[Any]]:
         """One round trip: append the queued events and ``extra`` (with their budget counts)
         unless, ``conditional``, the log moved on. Applies what was missed; the caller books
         ``extra`` once it is appended."""
@@ -524,16 +614,15 @@ class RedisStore:
                                                      cost=total))
         for _ in self.ancestors:
             args += [parent_event, calls, repr(total)]
-        script = self._script(_COMMIT)
         try:
-            reply: list[Any] = script(keys=self.chain, args=args)
+            reply: list[Any] = yield (_COMMIT, self.chain, args)
             waits = 0
             while reply[0] == LEASED:  # another process holds the lease for a moment
                 waits += 1
                 if waits > MAX_WAITS:
                     raise TimeoutError("another process kept the run's lease")
-                time.sleep(WAIT)
-                reply = script(keys=self.chain, args=args)
+                yield ("sleep", WAIT, [])
+                reply = yield (_COMMIT, self.chain, args)
         except BaseException:
             # Sent, with no answer: Redis may hold these events or not (``_load`` tells).
             self.doubt += sent
@@ -544,13 +633,13 @@ class RedisStore:
         if status in (MISSING, NEW_EPOCH):
             if not retry:
                 raise _Changed("the run changed in the store again while it was reloaded")
-            self._load(run)  # the run is gone or new: reload it, then try again
-            return self._commit(run, extra, conditional, calls, cost, retry=False)
+            yield from self._load(run)  # the run is gone or new: reload it, then try again
+            return (yield from self._commit(run, extra, conditional, calls, cost, retry=False))
         self.snapseq = max(self.snapseq, int(reply[3]))
         if status == COMMITTED:
             self.queue, self.queue_cost = [], 0.0
         if not _listed(missed):
-            self._load(run)  # too far behind: from the snapshot (own events included)
+            yield from self._load(run)  # too far behind: from the snapshot (own events included)
             return reply
         self._apply(run, missed, skip_own=True)
         self.seq = seq
@@ -558,10 +647,10 @@ class RedisStore:
 
     def _merge(
         self, run: Run, tally: events.Tally, number: str, kill: list[Any] | None, mine: bool
-    ) -> None:
+    ) -> Steps[None]:
         """Write ``tally`` back under ``number`` (one round trip, idempotent). ``mine``: the copy
         lacks it (rebuilt meanwhile), so the written event is booked here too."""
-        reply = self._script(_MERGE)(keys=self.keys[:2], args=[
+        reply = yield (_MERGE, self.keys[:2], [
             self.ttl_ms, MAX_EVENTS, self.worker, self.epoch, number, tally.sums(),
             "" if kill is None else codec.dumps(kill),
             codec.dumps(list(tally.records)) if tally.records else "", self.seq, self._next(),
@@ -575,16 +664,16 @@ class RedisStore:
             self.seq = seq
         else:
             self.seq = -2  # not a place in any log: the next ``_load`` rebuilds the copy
-            self._load(run)
+            yield from self._load(run)
 
     # ------------------------------------------------------------------ outages
 
-    def _reachable(self, run: Run) -> bool:
+    def _reachable(self, run: Run) -> Steps[bool]:
         """False while Redis is out and not yet due for another try (run lock held)."""
         if self.outage is None:
             if self.seq < 0:
                 try:
-                    self._load(run)
+                    yield from self._load(run)
                 except Exception as exc:
                     self._down(run, exc)
                     return False
@@ -592,7 +681,7 @@ class RedisStore:
         if time.monotonic() < self.retry_at:
             return False
         try:
-            self._recover(run)
+            yield from self._recover(run)
         except Exception as exc:
             self.errors += 1
             self.backoff = min(self.backoff * 2, RETRY_AFTER)
@@ -617,13 +706,13 @@ class RedisStore:
             )
         self.retry_at = time.monotonic() + self.backoff
 
-    def _recover(self, run: Run) -> None:
+    def _recover(self, run: Run) -> Steps[None]:
         outage = self.outage
         assert outage is not None
-        self._load(run)  # decides what was in doubt, brings the copy up to the log
+        yield from self._load(run)  # decides what was in doubt, brings the copy up to the log
         tally = outage.tally
         if not tally.empty():
-            self._merge(run, tally, outage.id, tally.kill, mine=False)
+            yield from self._merge(run, tally, outage.id, tally.kill, mine=False)
         self.outage = None
         emit("info", "fuzeguard.store_recovered", run_id=run.id, run_name=run.name,
              store=masked_url(self.url), calls=tally.calls)
@@ -643,16 +732,20 @@ class RedisStore:
         self.queue.append(event)
         self.queue_cost += cost
         if send or len(self.queue) >= MAX_QUEUED:
-            self._flush(run)
+            if asyncio._get_running_loop() is not None:
+                self.urgent = True  # not here, on the event loop: the guard awaits ``aflush``
+            else:
+                self._drive(self._flush(run))
 
-    def _flush(self, run: Run) -> None:
+    def _flush(self, run: Run) -> Steps[None]:
         """Write what waits to be written (run lock held)."""
+        self.urgent = False
         if not self.queue and self.outage is None:
             return
-        if not self._reachable(run) or not self.queue:
+        if not (yield from self._reachable(run)) or not self.queue:
             return
         try:
-            self._commit(run, [], False)
+            yield from self._commit(run, [], False)
         except Exception as exc:
             self._down(run, exc)
 
@@ -660,42 +753,69 @@ class RedisStore:
 
     def open(self, run: Run) -> None:
         with run._lock:
-            self._reachable(run)
+            self._drive(self._reachable(run))
+
+    async def aopen(self, run: Run) -> None:
+        await self._adrive(run, self._reachable(run))
 
     def decide(
         self, run: Run, plan: Plan, args_fp: bytes, arguments: Any, kind: str | None = None
     ) -> tuple[Call, Decision]:
+        with run._lock:
+            return self._drive(self._decide(run, plan, args_fp, arguments, kind))
+
+    async def adecide(
+        self, run: Run, plan: Plan, args_fp: bytes, arguments: Any, kind: str | None = None
+    ) -> tuple[Call, Decision]:
+        """``decide`` for a coroutine: its round trips are awaited on the asyncio client. This
+        process's decisions in one event loop are made one at a time (each on the state the
+        previous one left)."""
+        async with self._turn():
+            return await self._adrive(run, self._decide(run, plan, args_fp, arguments, kind))
+
+    def _turn(self) -> asyncio.Lock:
+        lock: asyncio.Lock = _per_loop(self._locks, asyncio.Lock)
+        return lock
+
+    async def aflush(self, run: Run) -> None:
+        """Write what waits to be sent at once (a completion with a cost or an error), awaited."""
+        if self.urgent:
+            async with self._turn():
+                await self._adrive(run, self._flush(run))
+
+    def _decide(
+        self, run: Run, plan: Plan, args_fp: bytes, arguments: Any, kind: str | None
+    ) -> Steps[tuple[Call, Decision]]:
         self.fail_closed = plan.settings.fail_closed
         args_fp = self._key(args_fp)
-        with run._lock:
-            conflicts = 0
-            over: tuple[str, str, float, float] | None = None  # a parent's budget, used up
-            while True:
-                reachable = self._reachable(run)  # first: it may bring the copy up to date
-                call, decision = run._judge(plan, args_fp, arguments, kind)
-                if decision is _REFUSED or (decision.action == "kill" and not decision.detections):
-                    return call, decision  # refused (failing layer, or killed): nothing to write
-                if over is not None and decision.action in ("call", "warn"):
-                    decision = limit_decision(plan, call, parent_limit(*over, call, run.id))
-                counts = 1 if decision.action in ("call", "warn") else 0
-                event = events.decided(self.worker, self._next(), call, decision)
-                if not reachable or conflicts >= MAX_CONFLICTS:
-                    return self._locally(run, call, decision, event, None)
-                try:
-                    reply = self._commit(run, [event], True, counts)
-                except Exception as exc:
-                    # The judgement stands: it was made on the state as last seen.
-                    return self._locally(run, call, decision, event, exc)
-                status = reply[0]
-                if status == COMMITTED:
-                    self.own.fold(event)
-                    events.count(run, call, decision, event)
-                    return call, decision
-                if status == OVER_BUDGET:  # decided again, on the state the script handed back
-                    over = (self.ancestors[int(reply[4]) - 1], reply[5].decode(),
-                            float(reply[6]), float(reply[7]))
-                    continue
-                conflicts += 1
+        conflicts = 0
+        over: tuple[str, str, float, float] | None = None  # a parent's budget, used up
+        while True:
+            reachable = yield from self._reachable(run)  # first: it may bring the copy up to date
+            call, decision = run._judge(plan, args_fp, arguments, kind)
+            if decision is _REFUSED or (decision.action == "kill" and not decision.detections):
+                return call, decision  # refused (failing layer, or killed): nothing to write
+            if over is not None and decision.action in ("call", "warn"):
+                decision = limit_decision(plan, call, parent_limit(*over, call, run.id))
+            counts = 1 if decision.action in ("call", "warn") else 0
+            event = events.decided(self.worker, self._next(), call, decision)
+            if not reachable or conflicts >= MAX_CONFLICTS:
+                return self._locally(run, call, decision, event, None)
+            try:
+                reply = yield from self._commit(run, [event], True, counts)
+            except Exception as exc:
+                # The judgement stands: it was made on the state as last seen.
+                return self._locally(run, call, decision, event, exc)
+            status = reply[0]
+            if status == COMMITTED:
+                self.own.fold(event)
+                events.count(run, call, decision, event)
+                return call, decision
+            if status == OVER_BUDGET:  # decided again, on the state the script handed back
+                over = (self.ancestors[int(reply[4]) - 1], reply[5].decode(),
+                        float(reply[6]), float(reply[7]))
+                continue
+            conflicts += 1
 
     def _locally(
         self, run: Run, call: Call, decision: Decision, event: dict[str, Any],
@@ -717,7 +837,7 @@ class RedisStore:
 
     def _write(self, run: Run, event: dict[str, Any], cost: float = 0.0) -> None:
         """Book and write at once a change that needs no judgement (run lock held)."""
-        self._reachable(run)  # first: it may bring the copy up to date
+        self._drive(self._reachable(run))  # first: it may bring the copy up to date
         events.apply(run, event)
         self._keep(run, event, cost, send=True)
 
@@ -764,14 +884,16 @@ class RedisStore:
         limit = run.config.settings_for(None)["max_resets"]
         with run._lock:
             for _ in range(MAX_CONFLICTS):
-                reachable = self._reachable(run)  # first: it may bring the copy up to date
+                reachable = self._drive(self._reachable(run))  # first: the copy up to date
                 if run.resets >= limit:
                     run._reset()  # raises the max_resets error
                 event = events.simple("r", self.worker, self._next(), t=time.time())
                 if not reachable:
                     break
                 try:
-                    reply = self._commit(run, [event], True, -run._calls, -run._cost)
+                    reply = self._drive(
+                        self._commit(run, [event], True, -run._calls, -run._cost)
+                    )
                 except Exception as exc:
                     self._down(run, exc)
                     break
@@ -792,13 +914,13 @@ class RedisStore:
             if self.outage is None and self.seq >= 0:
                 try:
                     if self.queue:
-                        self._commit(run, [], False)
+                        self._drive(self._commit(run, [], False))
                     else:
-                        self._load(run)
+                        self._drive(self._load(run))
                 except Exception as exc:
                     self._down(run, exc)
             else:
-                self._reachable(run)
+                self._drive(self._reachable(run))
 
     def stats(self) -> dict[str, int]:
         return {"store_errors": self.errors, "store_outages": self.outages,
@@ -816,12 +938,12 @@ class RedisStore:
     def close(self, run: Run) -> None:
         """Write what waits to be written; the run stays in Redis for the other processes."""
         with run._lock:
-            self._flush(run)
+            self._drive(self._flush(run))
 
     def end(self, run: Run) -> None:
         """Delete the run from Redis for good; this copy starts afresh if used again."""
         with run._lock:
-            self._flush(run)
+            self._drive(self._flush(run))
             end_run(self.url, self.namespace, run.name or "", self.ttl_ms / 1000, self.timeout)
             self.seq, self.epoch, self.snapseq = -1, "", 0
             self.queue, self.queue_cost, self.doubt = [], 0.0, []
