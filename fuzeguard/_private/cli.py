@@ -1,4 +1,4 @@
-"""The ``fuze`` command: ``fuze demo``, ``fuze check`` and ``fuze replay``.
+"""The ``fuze`` command: ``fuze demo``, ``fuze check``, ``fuze replay`` and ``fuze end``.
 
 Exit status: 0 when the command ran (whatever it found), 1 when ``--fail-on-detect`` was given and
 a replayed trace had detections, 2 for usage and configuration errors.
@@ -116,6 +116,20 @@ def _parser() -> argparse.ArgumentParser:
                        help="config file (fuze.toml or pyproject.toml); default: discovered")
     check.add_argument("--env", metavar="NAME",
                        help="environment overlay fuze.NAME.toml (default: $FUZE_ENV)")
+    ender = sub.add_parser(
+        "end",
+        help="end a shared run for good: delete its state from the store",
+        description="End the shared run NAME: its state is deleted from the store, and a process "
+        "that opens (or goes on using) a run of that name starts a fresh one. The store and "
+        "namespace default to the ones fuze.toml and FUZE_STORE set (docs/workers.md).",
+        epilog="examples:\n  fuze end ticket-4711\n"
+        "  fuze end ticket-4711 --store redis://localhost:6379/0 --namespace billing-agent",
+        formatter_class=fmt,
+    )
+    ender.add_argument("name", metavar="NAME", help="the shared run's name")
+    ender.add_argument("--store", metavar="URL", help="the Redis URL (default: configured)")
+    ender.add_argument("--namespace", metavar="NS",
+                       help="the store_namespace (default: configured)")
     rep = sub.add_parser(
         "replay",
         help="replay recorded traces through the layers and report what fires",
@@ -176,6 +190,8 @@ def _main(argv: Sequence[str] | None) -> int:
         return EXIT_USAGE
     if args.command == "check":
         return check(args.path, env=args.env)
+    if args.command == "end":
+        return end(args.name, store=args.store, namespace=args.namespace)
     return replay(
         args.traces,
         config_path=args.config,
@@ -280,6 +296,53 @@ def _print_rows(out: TextIO, rows: list[tuple[str, str, str]]) -> None:
     val_w = min(max(len(r[1]) for r in rows), 40)
     for key, value, origin in rows:
         print(f"{key:<{key_w}} = {value:<{val_w}}  # {origin}", file=out)
+
+
+# --------------------------------------------------------------------------- end
+
+
+def end(
+    name: str, *, store: str | None, namespace: str | None, out: TextIO | None = None,
+    err: TextIO | None = None,
+) -> int:
+    """``fuze end``: delete the shared run ``name`` from its store; returns the status."""
+    from fuzeguard._private.settings import store_url
+    from fuzeguard._private.store import store_problem
+    from fuzeguard._private.validation import masked_url
+
+    out = out or sys.stdout
+    err = err or sys.stderr
+    try:
+        config = Config.load(None)
+        values = config.settings_for(None)
+        url = store or store_url(config)
+        if url is None:
+            raise ConfigError("no store to end the run in: give --store redis://... or set "
+                              "store in fuze.toml or FUZE_STORE")
+        problem = store_problem(config, url)
+        if problem is not None:
+            raise ConfigError(problem)
+        if namespace is not None:
+            check_value = Config.from_dict({"defaults": {"store_namespace": namespace}})
+            namespace = check_value.settings_for(None)["store_namespace"]
+        else:
+            namespace = values["store_namespace"]
+    except ConfigError as exc:
+        print(f"fuze end: {exc}", file=err)
+        return EXIT_USAGE
+    from fuzeguard._private.store.redis import end_run
+
+    where = masked_url(url) + (f" (namespace {namespace})" if namespace else "")
+    try:
+        ended = end_run(url, namespace, name, values["store_ttl"], max(values["store_timeout"], 5.0))
+    except Exception as exc:
+        print(f"fuze end: the store {where} cannot be reached: {type(exc).__name__}", file=err)
+        return EXIT_DETECTED
+    if ended:
+        print(f"ended the shared run {name} on {where}", file=out)
+    else:
+        print(f"no shared run {name} on {where}: nothing to end", file=out)
+    return EXIT_OK
 
 
 # --------------------------------------------------------------------------- replay

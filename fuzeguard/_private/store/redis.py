@@ -634,6 +634,8 @@ class RedisStore:
             if not retry:
                 raise _Changed("the run changed in the store again while it was reloaded")
             yield from self._load(run)  # the run is gone or new: reload it, then try again
+            if conditional:  # judged again, on the run as it is now
+                return [MOVED, self.seq, [], self.snapseq]
             return (yield from self._commit(run, extra, conditional, calls, cost, retry=False))
         self.snapseq = max(self.snapseq, int(reply[3]))
         if status == COMMITTED:
