@@ -62,7 +62,12 @@ def simple(kind: str, worker: str, number: int, **fields: Any) -> dict[str, Any]
     return {"k": kind, "w": worker, "n": number, **fields}
 
 
-def apply(run: Run, event: dict[str, Any]) -> None:
+# Records as a snapshot writes them, by id: each record is encoded once (when its event is made
+# or read), not again at every snapshot. Entries are checked to be of the same record.
+Encoded = dict[int, tuple[CallRecord, list[Any]]]
+
+
+def apply(run: Run, event: dict[str, Any], encoded: Encoded | None = None) -> None:
     """Book one event into ``run``'s state. Called with the run's lock held."""
     kind = event["k"]
     if kind == "d":
@@ -72,7 +77,10 @@ def apply(run: Run, event: dict[str, Any]) -> None:
         if decision.action != "kill" or decision.detections:
             count(run, call, decision, event)
     elif kind == "c":
-        run._book(codec.record_in(event["r"]))
+        record = codec.record_in(event["r"])
+        if encoded is not None:
+            encoded[id(record)] = (record, event["r"])
+        run._book(record)
     elif kind == "f":
         run._count_flag(codec.decision_in(event["x"]))
     elif kind == "x":
@@ -190,8 +198,21 @@ def parse(raw: bytes | str) -> dict[str, Any]:
     return value
 
 
-def snapshot(run: Run) -> str:
-    """The whole state of ``run`` (its lock held) as text."""
+def snapshot(run: Run, encoded: Encoded | None = None) -> str:
+    """The whole state of ``run`` (its lock held) as text. ``encoded``: records already encoded,
+    kept to those still in the history."""
+    history = []
+    kept: Encoded = {}
+    for record in run._history:
+        if record.features is IN_FLIGHT:
+            continue  # each ends with its own event, which records it
+        entry = None if encoded is None else encoded.get(id(record))
+        data = entry[1] if entry is not None and entry[0] is record else codec.record_out(record)
+        kept[id(record)] = (record, data)
+        history.append(data)
+    if encoded is not None:
+        encoded.clear()
+        encoded.update(kept)
     state = {
         "attempts": run._attempts, "calls": run._calls, "skipped": run._skipped,
         "errors": run._errors, "consecutive_errors": run._consecutive_errors, "cost": run._cost,
@@ -202,8 +223,7 @@ def snapshot(run: Run) -> str:
         "killed": None if run._killed is None else codec.detection_out(run._killed),
         "hits": [[codec.encode(key) if _encodable(key) else None, n] for key, n in run._hits.items()],
         "kept": [codec.detection_out(d) for d in run._kept],
-        # Calls still in flight are left out: each ends with its own event, which records it.
-        "history": [codec.record_out(r) for r in run._history if r.features is not IN_FLIGHT],
+        "history": history,
     }
     return codec.dumps(state)
 

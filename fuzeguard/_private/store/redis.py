@@ -64,8 +64,9 @@ RETRY_AFTER = 1.0  # ... doubling up to this
 MAX_CONFLICTS = 1000  # commits lost to other processes before a call is judged locally
 LEASE_AFTER = 2  # commits lost in a row before a process asks for the run's lease
 LEASE_MS = 20  # how long the lease holds at most (a holder that stalls loses it)
-WAIT = 0.0002  # seconds between tries while another process holds the lease
-MAX_WAITS = 5000
+WAIT = 0.0002  # seconds before the first new try while another process holds the lease...
+MAX_WAIT = 0.005  # ... doubling up to this: waiters leave the cores to the holder
+MAX_LEASE_WAIT = 1.0  # seconds of waiting for the lease before the call is judged here
 
 T = TypeVar("T")
 # The store's work, written once for both clients: a generator that yields each round trip it
@@ -427,6 +428,7 @@ class RedisStore:
         self.queue: list[dict[str, Any]] = []
         self.queue_cost = 0.0
         self.doubt: list[dict[str, Any]] = []
+        self.encoded: events.Encoded = {}  # records as snapshots write them (``events.snapshot``)
         self.own = events.Tally(0)  # what this process did since the run's last reset
         self.outage: _Outage | None = None
         self.retry_at = 0.0
@@ -588,7 +590,7 @@ class RedisStore:
             kind = event["k"]
             if kind == "r" or (kind == "o" and event.get("reset")):
                 self.own.clear()
-            events.apply(run, event)
+            events.apply(run, event, self.encoded)
 
     def _commit(
         self, run: Run, extra: list[dict[str, Any]], conditional: bool, calls: int = 0,
@@ -602,7 +604,7 @@ class RedisStore:
         snapshot, at = "", self.seq + len(self.queue)
         if conditional and ((at + 1) // SNAPSHOT_EVERY > self.seq // SNAPSHOT_EVERY
                             or at - self.snapseq >= 4 * SNAPSHOT_EVERY):
-            snapshot = events.snapshot(run)  # the log at ``at``: the copy before ``extra``
+            snapshot = events.snapshot(run, self.encoded)  # the log at ``at``: before ``extra``
         lease = "1" if conditional and self.losses >= LEASE_AFTER else "0"
         last = sent[-1]["n"] if sent else 0
         args: list[Any] = [self.ttl_ms, MAX_EVENTS, self.worker, lease, self.lease_ms,
@@ -616,12 +618,13 @@ class RedisStore:
             args += [parent_event, calls, repr(total)]
         try:
             reply: list[Any] = yield (_COMMIT, self.chain, args)
-            waits = 0
+            wait, waited = WAIT, 0.0
             while reply[0] == LEASED:  # another process holds the lease for a moment
-                waits += 1
-                if waits > MAX_WAITS:
+                if waited > MAX_LEASE_WAIT:
                     raise TimeoutError("another process kept the run's lease")
-                yield ("sleep", WAIT, [])
+                yield ("sleep", wait, [])
+                waited += wait
+                wait = min(wait * 2, MAX_WAIT)
                 reply = yield (_COMMIT, self.chain, args)
         except BaseException:
             # Sent, with no answer: Redis may hold these events or not (``_load`` tells).
@@ -861,6 +864,10 @@ class RedisStore:
             record = dataclasses.replace(record, result_fp=self._key(record.result_fp))
         event = events.completed(self.worker, self._next(), record)
         with run._lock:
+            self.encoded[id(record)] = (record, event["r"])
+            if len(self.encoded) > 4 * run._capacity + SNAPSHOT_EVERY:
+                self.encoded = {id(r): e for r in run._history
+                                if (e := self.encoded.get(id(r))) is not None and e[0] is r}
             run._book(record)
             # Cost and errors are budgets the other processes judge by: sent at once.
             self._keep(run, event, record.cost or 0.0,
