@@ -177,10 +177,15 @@ def doc_default(spec: Any) -> str:
 def bounds(spec: Any) -> str:
     parts = []
     if spec.minimum is not None:
-        parts.append(f"at least {spec.minimum:g}")
+        parts.append(f"at least {_number(spec.minimum)}")
     if spec.maximum is not None:
-        parts.append(f"at most {spec.maximum:g}")
+        parts.append(f"at most {_number(spec.maximum)}")
     return " and ".join(parts)
+
+
+def _number(value: float) -> str:
+    """A bound as written in the reference: whole numbers in full (2592000, not 2.592e+06)."""
+    return str(int(value)) if value == int(value) else f"{value:g}"
 
 
 def per_function(spec: Any) -> bool:

@@ -589,6 +589,37 @@ def test_without_the_redis_package_a_named_run_is_judged_here_and_says_how_to_fi
                       fail_closed=True)
 
 
+def test_fuze_check_shows_fuze_store_and_fuze_trace_and_fails_on_a_store_that_cannot_work(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import io
+
+    from fuzeguard._private.cli import check
+
+    path = tmp_path / "fuze.toml"
+    path.write_text('[defaults]\nstore_namespace = "app"\n')
+    monkeypatch.setenv("FUZE_STORE", "redis://:hunter2@cache.internal:6379/0")
+    monkeypatch.setenv("FUZE_TRACE", "traces/")
+    out = io.StringIO()
+    assert check(str(path), out=out, err=io.StringIO()) == 0
+    lines = out.getvalue().splitlines()
+    assert any(line.startswith("store ") and "redis://:***@cache.internal:6379/0" in line
+               and "# environment FUZE_STORE" in line for line in lines)
+    assert any(line.startswith("trace ") and "# environment FUZE_TRACE" in line for line in lines)
+    assert "hunter2" not in out.getvalue()
+    for store, problem in (("localhost:6379", "redis://"), ("redis://h:6379/0", None)):
+        monkeypatch.setenv("FUZE_STORE", store)
+        err = io.StringIO()
+        no_namespace = tmp_path / "bare.toml"
+        no_namespace.write_text("[defaults]\n")
+        assert check(str(no_namespace), out=io.StringIO(), err=err) == 2
+        assert (problem or "store_namespace") in err.getvalue()
+    monkeypatch.setitem(sys.modules, "redis", None)
+    err = io.StringIO()
+    assert check(str(path), out=io.StringIO(), err=err) == 2
+    assert "pip install 'fuzeguard[redis]'" in err.getvalue()
+
+
 def test_a_password_is_masked_in_every_form_a_store_url_carries_it() -> None:
     from fuzeguard._private.validation import masked_url
 

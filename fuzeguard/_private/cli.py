@@ -1,7 +1,8 @@
 """The ``fuze`` command: ``fuze demo``, ``fuze check``, ``fuze replay`` and ``fuze end``.
 
 Exit status: 0 when the command ran (whatever it found), 1 when ``--fail-on-detect`` was given and
-a replayed trace had detections, 2 for usage and configuration errors.
+a replayed trace had detections or ``fuze end`` could not reach the store, 2 for usage and
+configuration errors.
 """
 
 from __future__ import annotations
@@ -47,7 +48,8 @@ examples:
 
 Record traces with trace = "traces/" in fuze.toml, FUZE_TRACE=traces/ or
 fuzeguard.run(..., trace="traces/"). See docs/cli.md, docs/tracing.md, docs/tuning.md.
-exit status: 0 ran, 1 detections with --fail-on-detect, 2 usage or config error.
+exit status: 0 ran, 1 detections with --fail-on-detect (or fuze end: store unreachable),
+2 usage or config error.
 """
 
 _CHECK_EPILOG = """\

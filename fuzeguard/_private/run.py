@@ -299,10 +299,10 @@ class Run(RunState):
         """End the run for good. A shared run's state is deleted from its store: every process
         that shares it is done with it, and a process that opens (or goes on using) a run of
         that name afterwards starts a fresh one. Closing a run never does this: a shared run
-        otherwise lives until ``store_ttl`` after its last activity. The run is closed too."""
+        otherwise lives until ``store_ttl`` after its last activity. A run of this process's own
+        has nothing to delete."""
         if self._store is not None:
             self._store.end(self)
-        self.close()
 
     def public_fp(self, fp: bytes) -> bytes:
         """The form of a fingerprint that this run writes to traces and logs: keyed with the
