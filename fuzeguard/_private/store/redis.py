@@ -430,6 +430,7 @@ class RedisStore:
         self.doubt: list[dict[str, Any]] = []
         self.encoded: events.Encoded = {}  # records as snapshots write them (``events.snapshot``)
         self.own = events.Tally(0)  # what this process did since the run's last reset
+        self.owed: tuple[str, list[Any] | None] | None = None  # ``own``, to write back (``_owe``)
         self.outage: _Outage | None = None
         self.retry_at = 0.0
         self.backoff = RETRY_FIRST
@@ -530,12 +531,14 @@ class RedisStore:
         if same and _listed(mine):
             self._apply(run, mine, skip_own=True)
             self.seq = int(seq)
+            yield from self._owe(run)
             return
         if same:  # too far behind: from the snapshot; what waits to be written stays booked
             self._rebuild(run, snap, fromsnap, calls, cost)
             self.seq = int(seq)
             for event in self.queue:
                 events.apply(run, event)
+            yield from self._owe(run)
             return
         lost = bool(self.epoch) and not ended
         kill = codec.detection_out(run._killed) if lost and run._killed is not None else None
@@ -556,8 +559,18 @@ class RedisStore:
         self.epoch = epoch
         self._rebuild(run, snap, fromsnap, calls, cost, events.local_start(float(start)))
         self.seq = int(seq)
+        self.owed = None
         if lost and (not self.own.empty() or kill is not None):
-            yield from self._merge(run, self.own, f"{self.worker}:{epoch}", kill, mine=True)
+            self.owed = (f"{self.worker}:{epoch}", kill)
+        yield from self._owe(run)
+
+    def _owe(self, run: Run) -> Steps[None]:
+        """Write back what this process did since the run's last reset, owed to a run that Redis
+        lost and started again; owed until written."""
+        if self.owed is not None:
+            number, kill = self.owed
+            yield from self._merge(run, self.own, number, kill, mine=True)
+            self.owed = None
 
     def _rebuild(
         self, run: Run, snap: bytes | None, fromsnap: Any, calls: Any, cost: Any,
@@ -834,7 +847,7 @@ class RedisStore:
             self._refuse(run)
         assert self.outage is not None
         self.own.fold(event)
-        if exc is None:
+        if not any(sent is event for sent in self.doubt):  # else ``_load`` decides
             self.outage.tally.fold(event)
         self.local_calls += 1
         events.count(run, call, decision, event)
@@ -913,7 +926,7 @@ class RedisStore:
             if self.outage is None:
                 self._down(run, TimeoutError(f"{MAX_CONFLICTS} commits lost to other processes"))
             assert self.outage is not None
-            if event not in self.doubt:
+            if not any(sent is event for sent in self.doubt):
                 self.outage.tally.fold(event)
             self.own.fold(event)
             events.apply(run, event)
@@ -945,8 +958,10 @@ class RedisStore:
             line["at"] = events.wall_of(run) + ts
 
     def close(self, run: Run) -> None:
-        """Write what waits to be written; the run stays in Redis for the other processes."""
+        """Write what waits to be written (during an outage: one more try, whenever the last
+        was); the run stays in Redis for the other processes."""
         with run._lock:
+            self.retry_at = 0.0
             self._drive(self._flush(run))
 
     def end(self, run: Run) -> None:
@@ -957,7 +972,7 @@ class RedisStore:
             self.seq, self.epoch, self.snapseq = -1, "", 0
             self.queue, self.queue_cost, self.doubt = [], 0.0, []
             self.own.clear()
-            self.outage = None
+            self.outage = self.owed = None
             run._clear()
             run.resets = 0
             run.id = os.urandom(6).hex()
