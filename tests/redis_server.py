@@ -2,8 +2,9 @@
 
 ``RedisServer`` can be stopped, started again on the same port, paused (SIGSTOP) and resumed, for
 the tests of what a shared run does when its store fails. With ``persist=True`` it keeps its data
-in an append-only file (synced on every write), so that a restart finds the data again. Waits are bounded: a server that does
-not answer within ``START_TIMEOUT`` seconds fails the test that needs it.
+in an append-only file (synced on every write), so that a restart finds the data again. Waits are
+bounded: a server that does not answer within ``START_TIMEOUT`` seconds fails the test that needs
+it.
 """
 
 from __future__ import annotations
