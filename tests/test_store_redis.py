@@ -718,6 +718,25 @@ def test_a_call_costs_one_round_trip(redis_server: RedisServer) -> None:
     assert sent == {"cmdstat_evalsha": 200}
 
 
+def test_an_async_tool_s_cost_reaches_the_other_processes_when_its_call_ends(
+    redis_server: RedisServer,
+) -> None:
+    import asyncio
+
+    @guard(name="apriced", cost=0.5, max_iterations=10**9)
+    async def apriced(i: int) -> str:
+        return f"page {letters(i)}"
+
+    async def main(run: fuzeguard.Run) -> None:
+        async with run:
+            await apriced(1)
+            await apriced(2)
+
+    asyncio.run(main(shared(redis_server, "async-cost")))
+    other = shared(redis_server, "async-cost")
+    assert other.stats().cost == 1.0 and other.stats().calls == 2
+
+
 def test_a_shared_run_needs_a_name(redis_server: RedisServer) -> None:
     with pytest.raises(TypeError, match="needs a name"):
         fuzeguard.run(store=redis_server.url, config=Config())

@@ -210,6 +210,10 @@ class Run(RunState):
     async def __aexit__(
         self, tp: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
+        with self._lock:
+            last = self._entered == 1
+        if last and self._store is not None:
+            await self._store.aflush(self, everything=True)  # ``close`` finds nothing to send
         self.__exit__(tp, exc, tb)
 
     def attach(self) -> None:

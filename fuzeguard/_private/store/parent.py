@@ -88,7 +88,7 @@ class ParentStore:
     ) -> tuple[Call, Decision]:
         return self.decide(run, plan, args_fp, arguments, kind)  # no round trip to await
 
-    async def aflush(self, run: Run) -> None:
+    async def aflush(self, run: Run, everything: bool = False) -> None:
         pass
 
     async def aopen(self, run: Run) -> None:

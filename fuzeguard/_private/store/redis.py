@@ -795,8 +795,12 @@ class RedisStore:
         lock: asyncio.Lock = _per_loop(self._locks, asyncio.Lock)
         return lock
 
-    async def aflush(self, run: Run) -> None:
-        """Write what waits to be sent at once (a completion with a cost or an error), awaited."""
+    async def aflush(self, run: Run, everything: bool = False) -> None:
+        """Write what waits to be sent at once (a completion with a cost or an error), awaited;
+        ``everything``: all that waits, and one more try during an outage (the run is left)."""
+        if everything and (self.queue or self.outage is not None):
+            self.retry_at = 0.0
+            self.urgent = True
         if self.urgent:
             async with self._turn():
                 await self._adrive(run, self._flush(run))
