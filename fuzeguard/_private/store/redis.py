@@ -699,7 +699,12 @@ class RedisStore:
         if time.monotonic() < self.retry_at:
             return False
         try:
-            yield from self._recover(run)
+            try:
+                yield from self._recover(run)
+            except Exception as exc:
+                if not _dropped(exc):
+                    raise
+                yield from self._recover(run)  # the outage left the connection dead: a new one
         except Exception as exc:
             self.errors += 1
             self.backoff = min(self.backoff * 2, RETRY_AFTER)
@@ -946,6 +951,7 @@ class RedisStore:
                 except Exception as exc:
                     self._down(run, exc)
             else:
+                self.retry_at = 0.0  # whoever reads the stats wants the run as it is: try now
                 self._drive(self._reachable(run))
 
     def stats(self) -> dict[str, int]:
@@ -991,6 +997,13 @@ def _is_redis_error(exc: BaseException) -> bool:
     import redis
 
     return isinstance(exc, (redis.RedisError, OSError, _Changed))
+
+
+def _dropped(exc: BaseException) -> bool:
+    """The connection was dropped: a new one may well work at once."""
+    import redis
+
+    return isinstance(exc, redis.ConnectionError)
 
 
 def _masked_error(exc: BaseException, url: str) -> str:
