@@ -82,9 +82,9 @@ class Proxy:
                 if not replies and marker is not None and marker in data:
                     self._marker = None
                     self._cut.add(source)
+                    self.cuts += 1
                     sink.sendall(data)
                     time.sleep(0.05)  # Redis does it; its reply never reaches the client
-                    self.cuts += 1
                     break
                 sink.sendall(data)
         except OSError:
