@@ -44,6 +44,45 @@ def test_a_raising_layer_is_left_out_and_the_others_keep_judging() -> None:
     assert failed[0]["layer"] == "boom" and "layer exploded" in failed[0]["error"]
 
 
+@dataclass(frozen=True, slots=True)
+class ListPattern:
+    name: ClassVar[str] = "list_pattern"
+
+    def check(self, run: Any, call: Any) -> Detection | None:
+        if run.calls_of(call.fn) >= 2:
+            return Detection(layer=self.name, fn=call.fn, message="stop", pattern=[call.fn])
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class ReturnsTrue:
+    name: ClassVar[str] = "returns_true"
+
+    def check(self, run: Any, call: Any) -> Any:
+        return run.calls_of(call.fn) >= 2
+
+
+@pytest.mark.parametrize(
+    ("layer", "failures", "says"),
+    [(ListPattern(), 2, "pattern is a list, which cannot be hashed"),
+     (ReturnsTrue(), 4, "returned bool False: a layer's check() returns a Detection or None")],
+)
+def test_a_layer_returning_a_bad_value_is_left_out_and_the_others_keep_judging(
+    layer: Any, failures: int, says: str
+) -> None:
+    """Second review d14: an unhashable pattern or True made every call fail open."""
+    tool = guard(lambda x: "same", name="f", layers=[layer, "dedup"])
+    with structlog.testing.capture_logs() as logs, fuzeguard.run() as run:
+        with pytest.raises(LoopDetected) as caught:
+            for _ in range(6):
+                tool(1)
+    assert caught.value.detection.layer == "dedup" and caught.value.detection.call_index == 4
+    assert run.stats().layer_errors == {layer.name: failures}
+    failed = _events(logs, "fuzeguard.layer_failed")
+    assert [e["layer"] for e in failed] == [layer.name] and says in failed[0]["error"]
+    assert not _events(logs, "fuzeguard.internal_error")
+
+
 def test_a_failing_layer_is_logged_again_in_the_next_run() -> None:
     tool = guard(lambda x: x, name="f", layers=[Boom()])
     with structlog.testing.capture_logs() as logs:

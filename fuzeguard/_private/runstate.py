@@ -192,7 +192,8 @@ class RunState:
         for name, fn, error in failures:
             emit("error", "fuzeguard.layer_failed", layer=name, fn=fn, run_id=self.id,
                  run_name=self.name, error=error,
-                 message=f"the layer {name} raised while judging a call to {fn}; it is left out of "
+                 message=f"the layer {name} failed while judging a call to {fn} (it raised, or "
+                 "returned something other than a Detection or None); it is left out of "
                  "the decisions it fails (the other layers still judge), and its failures are "
                  "counted in run.stats().layer_errors. This is logged once per run and layer.")
 
