@@ -397,9 +397,10 @@ def replay(
             return EXIT_USAGE
         if bar is not None:
             bar.finish_trace(size)
-        extra = problems_shown.get(path, 0) - MAX_PROBLEMS
-        if extra > 0:
-            print(f"fuze replay: ... and {extra} more problem lines in {path}", file=err)
+        for name in files if merge else [path]:  # a merged replay's problems name their file
+            extra = problems_shown.get(name, 0) - MAX_PROBLEMS
+            if extra > 0:
+                print(f"fuze replay: ... and {extra} more problem lines in {name}", file=err)
         total_calls += summary.calls
         total_runs += summary.runs
         total_detections += summary.detected
