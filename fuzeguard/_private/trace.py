@@ -52,7 +52,7 @@ from fuzeguard._private.events import (
 )
 from fuzeguard._private.log import emit
 from fuzeguard._private.records import Call, Decision
-from fuzeguard._private.secrets import Redactor, redactor, scrub
+from fuzeguard._private.secrets import Redactor, hide_unnamed, redactor, scrub
 from fuzeguard._private.settings import Settings
 from fuzeguard._private.values import TAG, Encoder, dumps, scrub_tree
 
@@ -258,10 +258,11 @@ class TraceRecorder:
         plan, call, record, error = event.plan, event.call, event.record, event.error
         s = plan.settings
         red = redactor(s.redact)
-        values = red.secret_values(call.arguments)
+        unnamed = plan.binder.unnamed
+        values = red.secret_values(call.arguments, unnamed=unnamed)
         line: dict[str, Any] = {"fn": call.fn}
         if s.record_args:
-            line["args"] = _args_value(call.arguments, s, red, values)
+            line["args"] = _args_value(hide_unnamed(call.arguments, unnamed), s, red, values)
         if error is None:
             if s.record_results:
                 line["result"] = _result_value(event.result, s.trace_max_result_bytes, red, values)
@@ -300,10 +301,11 @@ class TraceRecorder:
         """
         s = plan.settings
         red = redactor(s.redact)
-        values = red.secret_values(call.arguments)
+        unnamed = plan.binder.unnamed
+        values = red.secret_values(call.arguments, unnamed=unnamed)
         line: dict[str, Any] = {"fn": call.fn}
         if s.record_args:
-            line["args"] = _args_value(call.arguments, s, red, values)
+            line["args"] = _args_value(hide_unnamed(call.arguments, unnamed), s, red, values)
         if chunks is not None:
             if s.record_results:
                 line["result"] = _result_value(chunks, s.trace_max_result_bytes, red, values)

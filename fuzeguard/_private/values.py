@@ -66,8 +66,8 @@ def scrub_tree(value: Any, values: list[str], depth: int = 0) -> Any:
         return REDACTED
     if t is list:
         return [scrub_tree(v, values, depth + 1) for v in value]
-    if t is dict:
-        return {k: scrub_tree(v, values, depth + 1) for k, v in value.items()}
+    if t is dict:  # keys too: a result may be keyed by a token
+        return {scrub(k, values): scrub_tree(v, values, depth + 1) for k, v in value.items()}
     return value
 
 
