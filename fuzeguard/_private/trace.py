@@ -227,9 +227,8 @@ class TraceRecorder:
             return
         if type(event) is CallCompleted:
             self.write_call(event)
-        elif type(event) is CallRefused:
-            if event.decision.detections:  # a call refused because the run was already killed
-                self.write_refused(event.plan, event.call, event.decision, None, None)
+        elif type(event) is CallRefused:  # killed, skipped, or its run was already killed
+            self.write_refused(event.plan, event.call, event.decision, None, None)
         else:
             assert type(event) is CallInterrupted
             self.write_refused(event.plan, event.call, event.decision, event.start, event.chunks)
@@ -315,6 +314,8 @@ class TraceRecorder:
             line["interrupted"] = True
         line["ts"] = self.run.elapsed() if start is None else start
         _add_detections(line, decision)
+        if not decision.detections and decision.action == "kill":
+            line["action"] = "kill"  # refused because its run was already killed
         self._write(plan, line)
 
     def _write(self, plan: Plan, line: dict[str, Any]) -> None:
@@ -346,7 +347,7 @@ class TraceRecorder:
                 if self._extra:
                     line["extra_cost"] = self._extra
                     self._extra = 0.0
-                data = (dumps(line) + "\n").encode("utf-8", "backslashreplace")
+                data = (_dumps_line(line) + "\n").encode("utf-8", "backslashreplace")
                 if self._torn:
                     self._torn = False
                     data = b"\n" + data
@@ -375,6 +376,24 @@ class TraceRecorder:
                 os.close(fd)
             except OSError:
                 pass
+
+
+def _dumps_line(line: dict[str, Any]) -> str:
+    """A line's JSON text; a field JSON cannot hold (an infinite number that got past the checks
+    where values enter) is written as ``{"$fuze": "unwritable", "type": ...}``, so that the call
+    still has its line."""
+    try:
+        return dumps(line)
+    except (ValueError, TypeError):
+        pass
+    safe: dict[str, Any] = {}
+    for key, value in line.items():
+        try:
+            dumps(value)
+        except (ValueError, TypeError):
+            value = {TAG: "unwritable", "type": type(value).__name__}
+        safe[key] = value
+    return dumps(safe)
 
 
 def _add_detections(line: dict[str, Any], decision: Decision) -> None:
@@ -485,7 +504,10 @@ def _small_plain(arguments: dict[str, Any], cap: int, red: Redactor) -> bool:
             size += len(v)
             if scrub(v) != v:
                 return False
-        elif not (t is int or t is bool or v is None):
+        elif t is int:
+            if v > 10**15 or v < -(10**15):
+                return False  # the encoder measures it, and writes a very long one in hex
+        elif not (t is bool or v is None):
             return False
         if type(k) is not str or red.is_secret(k):
             return False
