@@ -12,7 +12,6 @@ import contextvars
 import functools
 import inspect
 import sys
-import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar, final, overload
@@ -21,6 +20,7 @@ from fuzeguard._private import state
 from fuzeguard._private.completion import complete
 from fuzeguard._private.config import Config
 from fuzeguard._private.exceptions import ConfigError, FuzeguardError, LoopDetected, StoreUnavailable
+from fuzeguard._private.forksafe import new_lock
 from fuzeguard._private.log import emit
 from fuzeguard._private.plan import Plan, build_plan, check_layer_objects
 from fuzeguard._private.records import Call, Decision, Detection
@@ -89,7 +89,7 @@ class Guard:
         self.layers = layers
         self.hooks = hooks
         self._plans: dict[int, tuple[Config, Plan]] = {}
-        self._lock = threading.Lock()
+        self._lock = new_lock()
 
     def plan(self, config: Config) -> Plan:
         """This guard's settings and layers under ``config`` (resolved once, then cached)."""

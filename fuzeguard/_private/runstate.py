@@ -18,7 +18,6 @@ are running: calls made one after another never need one, and pay only for a dic
 from __future__ import annotations
 
 import dataclasses
-import threading
 import time
 from collections import deque
 from collections.abc import Callable, Hashable, Sequence
@@ -30,6 +29,7 @@ from fuzeguard._private.core import action_for, decide, pattern_key
 from fuzeguard._private.events import CostAdded, Event, RunReset, TurnEnded
 from fuzeguard._private.exceptions import FuzeguardError
 from fuzeguard._private.fastinit import new_call, new_decision, new_record
+from fuzeguard._private.forksafe import new_lock
 from fuzeguard._private.log import emit
 from fuzeguard._private.records import IN_FLIGHT, Call, CallRecord, Decision, Detection
 from fuzeguard._private.secrets import exception_text
@@ -56,7 +56,7 @@ class RunState:
         self.name = name
         self.id = run_id
         self.config = config
-        self._lock = threading.Lock()
+        self._lock = new_lock()
         self._capacity = MIN_HISTORY
         # Events made while the lock was held, delivered once it is released (``Run._deliver``).
         self._outbox: list[Event] = []

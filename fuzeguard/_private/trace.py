@@ -36,7 +36,6 @@ import dataclasses
 import datetime as _dt
 import math
 import os
-import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -50,6 +49,7 @@ from fuzeguard._private.events import (
     RunReset,
     TurnEnded,
 )
+from fuzeguard._private.forksafe import new_lock
 from fuzeguard._private.log import emit
 from fuzeguard._private.records import Call, Decision
 from fuzeguard._private.secrets import Redactor, hide_unnamed, redactor, scrub
@@ -65,7 +65,7 @@ FORMAT_VERSION = 1
 # Paths whose last attempt failed: the error is logged once, not once per run, until a line
 # is written there again.
 _failing: set[str] = set()
-_failing_lock = threading.Lock()
+_failing_lock = new_lock()
 
 
 def trace_path(plan: Plan, run: Run) -> str | None:
@@ -173,7 +173,7 @@ class TraceRecorder:
         self._fd: int | None = None
         self.path: str | None = None
         self.target: str | None = None
-        self._lock = threading.Lock()
+        self._lock = new_lock()
         self._fns: set[str] = set()
         self._started = False
         self._settled = False
