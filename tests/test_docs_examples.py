@@ -30,7 +30,8 @@ from structlog.testing import capture_logs
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 # The pages written by hand whose examples this test runs (configuration.md is generated and
 # checked by test_config_docs.py; pages owned by other topics carry their own tests).
-PAGES = ["index.md", "getting-started.md", "concepts.md", "custom-layers.md", "frameworks.md"]
+PAGES = ["index.md", "getting-started.md", "concepts.md", "custom-layers.md", "frameworks.md",
+         "security.md"]
 FRAMEWORKS = {"langchain_core", "langgraph", "agents", "pydantic_ai", "mcp", "smolagents", "crewai"}
 
 _FENCE = re.compile(
