@@ -16,9 +16,15 @@ import stat
 from pathlib import Path
 
 
-def _problem(st: os.stat_result, what: str) -> str | None:
-    uid = os.getuid()
-    if st.st_uid not in (uid, 0):
+def _distrust(path: Path, what: str) -> str | None:
+    """Why ``path`` (a file or a folder, named ``what`` in the reason) cannot be trusted."""
+    if not hasattr(os, "getuid"):  # pragma: no cover - Windows
+        return None
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        return f"{what} cannot be examined ({exc.strerror or exc})"
+    if st.st_uid not in (os.getuid(), 0):
         return f"{what} belongs to another user (uid {st.st_uid})"
     if st.st_mode & stat.S_IWOTH:
         return f"{what} can be written by every user"
@@ -27,21 +33,9 @@ def _problem(st: os.stat_result, what: str) -> str | None:
 
 def folder_distrust(folder: Path) -> str | None:
     """Why files in ``folder`` cannot be trusted, or None when they can."""
-    if not hasattr(os, "getuid"):  # pragma: no cover - Windows
-        return None
-    try:
-        st = os.stat(folder)
-    except OSError as exc:
-        return f"its folder cannot be examined ({exc.strerror or exc})"
-    return _problem(st, f"its folder {folder}")
+    return _distrust(folder, f"its folder {folder}")
 
 
 def file_distrust(path: Path) -> str | None:
     """Why the file at ``path`` cannot be trusted (the file or its folder), or None when it can."""
-    if not hasattr(os, "getuid"):  # pragma: no cover - Windows
-        return None
-    try:
-        st = os.stat(path)
-    except OSError as exc:
-        return f"it cannot be examined ({exc.strerror or exc})"
-    return _problem(st, "it") or folder_distrust(path.resolve().parent)
+    return _distrust(path, "it") or folder_distrust(path.resolve().parent)
