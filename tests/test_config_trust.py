@@ -149,3 +149,16 @@ def test_an_explicit_config_without_code_is_read_from_anywhere(tmp_path: Path) -
 def test_a_trusted_config_may_name_an_embedding_function(tmp_path: Path) -> None:
     path = write(tmp_path / "fuze.toml", '[loop_detection]\nembed = "math:fsum"\n')
     assert Config.load(path).settings_for()["embed"] is not None
+
+
+def test_an_environment_overlay_in_a_folder_every_user_can_write_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """FUZE_ENV with no base file looks beside the working directory: /tmp must not do."""
+    shared = tmp_path / "shared"
+    write(shared / "fuze.production.toml", "[defaults]\nenabled = false\n")
+    os.chmod(shared, 0o1777)
+    monkeypatch.chdir(shared)
+    monkeypatch.setenv("FUZE_ENV", "production")
+    with pytest.raises(ConfigError, match="can be written by every user"):
+        Config.load()

@@ -101,7 +101,16 @@ class Config:
             layers.append((base, prefix))
         if env:
             folder = base.parent if base is not None else Path.cwd()
-            layers.append((overlay_path(folder, env, base, where), None))
+            overlay = overlay_path(folder, env, base, where)
+            why = file_distrust(overlay) if path is None else None
+            if why is not None:  # found by discovery, so held to its rules
+                raise ConfigError(
+                    f"{where} names {overlay.name}, which was not read because {why}: another "
+                    "user could have put it there or changed it. Move it to a folder you own "
+                    "that only you can write, or name the base file with FUZE_CONFIG",
+                    file=str(overlay),
+                )
+            layers.append((overlay, None))
         for file, pre in layers:
             data, text = read_toml(file)
             if pre:
