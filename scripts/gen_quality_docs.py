@@ -4,6 +4,8 @@ Every figure on the page is computed here, from the same scenarios the tests ass
 
 * the labelled corpus of other loop guards' test scenarios (``../shared/corpus``, scored with its
   own ``score.py`` and the ``fuze`` of this environment);
+* the recorded runs of real coding agents (``../shared/corpus-real``), replayed with ``fuze replay``
+  and scored by the rules of their README, per agent;
 * runs shaped like real coding agents' (``tests/agent_shapes.py``), many seeds of each shape;
 * the loop shapes of ``tests/test_trace_corpus.py``, with the call each is flagged and stopped at;
 * the volatile-part examples of ``tests/test_meaning.py``.
@@ -26,6 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "quality.md"
 SCORER = ROOT.parent / "shared" / "corpus" / "score.py"
+REAL = ROOT.parent / "shared" / "corpus-real"
 SEEDS = 50
 
 sys.path.insert(0, str(ROOT / "tests"))
@@ -51,6 +54,68 @@ def corpus_score() -> str:
     if not lines:
         raise SystemExit(f"the corpus scorer printed nothing: {done.stderr.strip()[-300:]}")
     return lines[-1]
+
+
+REAL_HEADER = (
+    "| agent | runs | harmful kills | warned | loops flagged on time | loops stopped on time "
+    "| cost-limit runs stopped | calls saved |\n|---|---|---|---|---|---|---|---|"
+)
+
+
+def real_rows() -> list[str]:
+    """Per agent of the recorded real runs: what the default configuration does to them, scored
+    as ``corpus-real/score.py`` scores them (a kill before the last call of a resolved run with no
+    loop is harmful; a loop is flagged by its ``loop_at`` and stopped by ``loop_at + 2``; calls not
+    made on runs that hit their cost limit are saved)."""
+    import json
+    import tempfile
+
+    truth = json.loads((REAL / "truth.json").read_text(encoding="utf-8"))
+    names = sorted(truth)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FUZE_")}
+    found: dict[str, list[dict[str, object]]] = {n: [] for n in names}
+    with tempfile.TemporaryDirectory() as empty:
+        for i in range(0, len(names), 200):
+            done = subprocess.run(
+                [sys.executable, "-m", "fuzeguard", "replay", "--format", "json",
+                 *[str(REAL / "traces" / n) for n in names[i:i + 200]]],
+                cwd=empty, env=env, capture_output=True, text=True, timeout=900,
+            )
+            if done.returncode not in (0, 1):
+                raise SystemExit(f"fuze replay failed: {done.stderr.strip()[-300:]}")
+            for line in done.stdout.splitlines():
+                if line.strip():
+                    item = json.loads(line)
+                    found[Path(item["trace"]).name].append(item)
+
+    def first(name: str, actions: tuple[str, ...]) -> int | None:
+        calls = [int(d["call"]) for d in found[name] if d["action"] in actions]  # type: ignore[call-overload]
+        return min(calls) if calls else None
+
+    groups: dict[str, list[str]] = {}
+    for name in names:
+        agent, _, _ = name.partition("__")
+        groups.setdefault(agent, []).append(name)
+    rows = []
+    for agent, members in [*sorted(groups.items()), ("all", names)]:
+        clean = [n for n in members if truth[n]["loop_at"] is None and truth[n]["outcome"] == "resolved"]
+        harm = [n for n in clean if (k := first(n, ("kill",))) is not None and k < truth[n]["n_calls"]]
+        warned = [n for n in clean if first(n, ("warn", "skip", "kill")) is not None]
+        loops = [n for n in members if truth[n]["loop_at"] is not None]
+        flagged = [n for n in loops
+                   if (f := first(n, ("warn", "skip", "kill"))) is not None and f <= truth[n]["loop_at"]]
+        stopped = [n for n in loops
+                   if (k := first(n, ("kill",))) is not None and k <= truth[n]["loop_at"] + 2]
+        limited = [n for n in members if truth[n]["limit_exhausted"]]
+        saved = [truth[n]["n_calls"] - k + 1 for n in limited if (k := first(n, ("kill",))) is not None]
+        label = "**all**" if agent == "all" else f"`{agent}`"
+        row = [len(members), len(clean), len(harm), len(warned), len(loops), len(flagged),
+               len(stopped), len(limited), len(saved)]
+        rows.append(
+            f"| {label} | {row[0]} | {row[2]}/{row[1]} | {row[3]}/{row[1]} | {row[5]}/{row[4]} | "
+            f"{row[6]}/{row[4]} | {row[8]}/{row[7]} | {sum(saved)} |"
+        )
+    return rows
 
 
 def _quietly(make: Callable[[int], list[Step]], seeds: range) -> list[Played]:
@@ -104,10 +169,13 @@ def timing_rows() -> list[str]:
 
 PROGRESS = [
     ("dedup",
-     "a repeat whose previous identical call returned a new outcome; a repeat after other work (a "
-     "call that brought something new and was not itself repeated since)",
-     "the same call with the same outcome: the same failure however its message drifts, the same "
-     "write whatever its receipt; an unknown outcome"),
+     "a repeat whose outcome changed; any repeat after a change of state (a write that succeeded, "
+     "other than the same write again); a failing attempt whose arguments differ from the last "
+     "ones (below 90% alike), up to the third",
+     "the same call with the same outcome and nothing changed since, wherever other calls fall "
+     "(the same failure however its message drifts, the same write whatever its receipt); the "
+     "same function failing the same way with near-identical arguments; `noop` tools between "
+     "them"),
     ("cycle",
      "a lap whose outcomes differ step by step from the lap before; a write or command step with "
      "new arguments",
@@ -115,7 +183,8 @@ PROGRESS = [
      "from lap 10"),
     ("progress",
      "a result with a content unit the run had not seen; a write, command or tool of unknown kind "
-     "with new arguments that did not fail; a poll; an unknown outcome; an output with no words",
+     "with new arguments that did not fail; a poll; an unknown outcome; an output with no words "
+     "(but for a search: an empty answer is \"nothing found\"); `noop` calls are looked through",
      "a result whose every unit was seen (words that echo the query masked for reads, searches and "
      "model calls); the same error template from varied inputs"),
     ("cost_velocity", "as `progress`, over its window", "as `progress`"),
@@ -154,6 +223,25 @@ positive.
 $ python ../shared/corpus/score.py --detail
 {corpus_score()}
 ```
+
+## Recorded runs of real coding agents
+
+474 recorded runs of two real coding agents on real repository tasks, kept beside the project in
+`shared/corpus-real/` (the development half; the other half and runs of other agent systems are
+kept apart, to check that what is built here generalises): mini-swe-agent with one `bash` tool on
+SWE-bench Verified, and SWE-agent with one function per command (`open`, `edit`, `search_dir`,
+`find_file`, `mvn`, …) and five models on Multi-SWE-bench. Each run is labelled by mechanical rules
+written before any guard was run on them: the call at which it is stuck (`loop_at`: the same call
+with the same outcome a third time with no change of state in between, a block of calls repeated
+three laps, or the same function failing three times in a row with the same error and arguments
+90% alike), whether it resolved its task, and whether it ended at the agent's cost limit.
+
+A harmful kill stops a resolved run with no loop before its last call; a loop is flagged by its
+`loop_at` and stopped by `loop_at + 2`; on the runs that hit their cost limit, every call after the
+kill is saved.
+
+{REAL_HEADER}
+{chr(10).join(real_rows())}
 
 ## Runs shaped like real coding agents'
 
@@ -211,7 +299,11 @@ and each of these pairs is progress:
 A result reads as an error — and counts as a failed call — when the tool raised, when its first
 line or one of its last three is a traceback, `SomethingError: …`, `error: …`, `fatal: …`, `command
 not found` or `No such file or directory`, or when it is a mapping with a non-empty `error`, a
-`status` of `"error"`/`"failed"`, `ok`/`success` false, or MCP's `isError`.
+`status` of `"error"`/`"failed"`, `ok`/`success` false, or MCP's `isError`. The output of a command,
+a write or a tool of unknown kind is also read between its ends: a `SomethingError: message` line, a
+build's `[ERROR]` line, `BUILD FAILURE`, the error a traceback ends with (a read or a search that
+shows such a line is showing content). A failure is compared by what failed: its error line (or
+the exception's message) with line numbers, positions, counters, session ids and pids masked.
 
 ## Fixing a false alarm
 

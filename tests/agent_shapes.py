@@ -49,8 +49,17 @@ def bash_success(seed: int, calls: int = 150) -> list[Step]:
     ``sed``, fix → re-run rounds (some with the same failure), tests, lint, ``git status``."""
     rng = random.Random(seed)
     steps: list[Step] = []
+    # A working agent does not run the same read-only command a third time with nothing changed
+    # since (that is a loop by the corpus rules): such a draw is left out of the run.
+    since_write: dict[str, int] = {}
 
     def bash(command: str, output: str) -> None:
+        if command.startswith(("sed -i", "cat >", "rm ")):
+            since_write.clear()
+        elif since_write.get(command, 0) >= 2:
+            return
+        else:
+            since_write[command] = since_write.get(command, 0) + 1
         steps.append(Step("bash", {"command": command}, output))
 
     bash("ls", "README.md\nsetup.py\nsrc\ntests")
@@ -99,6 +108,7 @@ def bash_success(seed: int, calls: int = 150) -> list[Step]:
                  f"assert True\nEOF", "")
         else:
             bash(f"python -c 'import pkg.{module}; print(pkg.{module}.__name__)'", f"pkg.{module}")
+    bash(f"sed -i 's/old_final/new_final/' src/pkg/{bug}.py", "")  # the fix that lands
     bash("python reproduce.py", "All checks passed.")
     bash(f"python -m pytest tests/test_{bug}.py -q", _pytest(rng, 0, 24))
     bash("git diff", f"diff --git a/src/pkg/{bug}.py b/src/pkg/{bug}.py\n-    old\n+    new")

@@ -63,18 +63,127 @@ def crew_run(action: str, variant: str) -> dict[str, Any]:
                   tools=crew_tools, llm=llm, verbose=False)
     task = Task(description="find me a laptop", expected_output="a laptop", agent=agent)
     try:
-        with fuzeguard.run("task"):
-            Crew(agents=[agent], tasks=[task], verbose=False).kickoff()
-        ended = f"kickoff returned after max_iter {agent.max_iter}"
-    except Exception as exc:  # what CrewAI raises is what is measured
-        ended = f"kickoff raised {type(exc).__name__}"
+        with fuzeguard.run("task") as run:
+            try:
+                Crew(agents=[agent], tasks=[task], verbose=False).kickoff()
+                ended = f"kickoff returned after max_iter {agent.max_iter}"
+            except Exception as exc:  # what CrewAI raises is what is measured
+                ended = f"kickoff raised {type(exc).__name__}"
+            calls = run.stats().calls
     finally:
         guard.unregister()
     return {"total": tally.total, "after": tally.after_detection, "turns": llm.turns,
-            "ended": ended, "shown": llm.shown}
+            "ended": ended, "shown": llm.shown, "calls": calls}
+
+
+
+
+class RequestLLM(BaseLLM):
+    """A server's LLM (ReAct): a task "loop" searches for ever; any other task searches once, then
+    answers with what it found."""
+
+    shown: list[str] = Field(default_factory=list)
+
+    def call(self, messages: Any, tools: Any = None, callbacks: Any = None,
+             available_functions: Any = None, **kwargs: Any) -> str:
+        texts = [str(m.get("content", "")) for m in messages] if isinstance(messages, list) \
+            else [str(messages)]
+        self.shown.append("\n".join(texts))
+        asked = "loop" if any("TASK loop" in t for t in texts) else next(
+            t.split("TASK ")[1].split()[0] for t in texts if "TASK " in t)
+        if asked != "loop" and any("Observation:" in t or "3 results" in t for t in texts[2:]):
+            return f"Thought: I now know the final answer\nFinal Answer: answer to {asked}"
+        return 'Thought: I should look this up\nAction: search\nAction Input: {"query": "laptops"}'
+
+    def supports_function_calling(self) -> bool:
+        return False
+
+    def supports_stop_words(self) -> bool:
+        return False
+
+    def get_context_window_size(self) -> int:
+        return 8192
+
+
+def request_crew(text: str, tally: Tally) -> tuple[Crew, RequestLLM]:
+    llm = RequestLLM(model="request", shown=[])
+    crew_tools = [tool(fn.__name__)(fn) for fn in tools(tally)]
+    agent = Agent(role="shopper", goal="answer", backstory="careful", tools=crew_tools, llm=llm,
+                  verbose=False, max_iter=15)
+    task = Task(description=f"TASK {text}", expected_output="an answer", agent=agent)
+    return Crew(agents=[agent], tasks=[task], verbose=False), llm
+
+
+def server() -> dict[str, Any]:
+    """6 legitimate kickoffs and 1 looping one at once, in threads, with only the hooks added
+    (no fuzeguard.run()); then a later one."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    tally = Tally()
+    guard = LoopGuard().register()
+
+    def request(text: str) -> str:
+        crew, _ = request_crew(text, tally)
+        try:
+            return str(crew.kickoff())
+        except Exception as exc:
+            return type(exc).__name__
+
+    try:
+        with ThreadPoolExecutor(7) as pool:
+            answers = list(pool.map(request, [*(f"r{i}" for i in range(6)), "loop"]))
+        later = request("later")
+    finally:
+        guard.unregister()
+    return {"answers": answers, "later": later, "total": tally.total}
+
+
+def with_kickoff(**options: Any) -> dict[str, Any]:
+    """``guard.kickoff`` of a looping crew: what it returned, tool runs, what the LLM was shown."""
+    tally = Tally()
+    guard = LoopGuard(**options).register()
+    crew, llm = request_crew("loop", tally)
+    try:
+        out = guard.kickoff(crew)
+        ended = f"returned {str(out)[:48]}"
+    except Exception as exc:
+        ended = f"raised {type(exc).__name__}"
+    finally:
+        guard.unregister()
+    return {"ended": ended, "total": tally.total, "shown": llm.shown}
+
+
+def two_guards() -> dict[str, Any]:
+    """Two guards registered: each call is judged once (the run's calls as with one guard)."""
+    tally = Tally()
+    first, second = LoopGuard().register(), LoopGuard().register()
+    crew, _ = request_crew("loop", tally)
+    try:
+        with fuzeguard.run("t") as run:
+            try:
+                crew.kickoff()
+            except Exception:
+                pass
+            calls = run.stats().calls
+    finally:
+        first.unregister()
+        second.unregister()
+    return {"total": tally.total, "calls": calls}
+
+
+def extra() -> dict[str, Any]:
+    return {
+        "server": server(),
+        "kickoff": with_kickoff(),
+        "kickoff error": with_kickoff(exit_behavior="error"),
+        "skip": with_kickoff(on_loop="skip"),
+        "warn": with_kickoff(on_loop="warn"),
+        "two guards": two_guards(),
+    }
 
 
 if __name__ == "__main__":
-    measured = {f"{a}/{v}": crew_run(a, v) for a in ACTIONS for v in VARIANTS}
+    measured: dict[str, Any] = {f"{a}/{v}": crew_run(a, v) for a in ACTIONS for v in VARIANTS}
+    measured.update(extra())
     with open(sys.argv[1], "w", encoding="utf-8") as f:
         json.dump(measured, f)

@@ -50,7 +50,69 @@ async def main() -> dict[str, Any]:
     first = await session(app, "same", 5)
     second = await session(app, "same", 5)
     out["two sessions"] = {"seen": [first, second], "total": tally.total}
+    out["stateless http"] = await stateless_http()
     return out
+
+
+async def stateless_http() -> dict[str, Any]:
+    """FastMCP with stateless_http=True (a session per request, and mcp 1.x's client opens a
+    connection per request) over streamable HTTP: one client loops, another polls a job
+    legitimately; a ``session_key`` naming each client's conversation (a header it sends) keeps
+    them apart."""
+    import socket
+
+    import uvicorn
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamablehttp_client
+
+    tally = Tally()
+    polls = {"n": 0}
+    app = FastMCP("shop", stateless_http=True)
+
+    def user(ctx: Any) -> Any:
+        return ("user", ctx.request.headers.get("x-user"))
+
+    for fn in tools(tally):
+        app.tool()(session_guard(fn, on_loop="kill", session_key=user))
+
+    @app.tool()
+    @session_guard(on_loop="kill", session_key=user)
+    def get_job_status(job_id: str) -> str:
+        """Get the status of an export job."""
+        polls["n"] += 1
+        return f"Job {job_id}: done" if polls["n"] >= 12 else f"Job {job_id}: running"
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    http = uvicorn.Server(uvicorn.Config(app.streamable_http_app(), host="127.0.0.1", port=port,
+                                         log_level="error"))
+
+    async def client(name: str, args: dict[str, Any], calls: int) -> list[list[Any]]:
+        seen: list[list[Any]] = []
+        url = f"http://127.0.0.1:{port}/mcp"
+        async with streamablehttp_client(url, headers={"x-user": name}) as (read, write, _), \
+                ClientSession(read, write) as session:
+            await session.initialize()
+            for _ in range(calls):
+                result = await session.call_tool(name, args)
+                seen.append([bool(result.isError), result.content[0].text])
+                if "done" in result.content[0].text:
+                    break
+        return seen
+
+    serving = asyncio.create_task(http.serve())
+    while not http.started:  # the server runs in this event loop: give it turns until it listens
+        await asyncio.sleep(0)
+    try:
+        looping, polling = await asyncio.gather(
+            client("search", {"query": "laptops"}, 6),
+            client("get_job_status", {"job_id": "job-7"}, 20),
+        )
+    finally:
+        http.should_exit = True
+        await serving
+    return {"looping": looping, "polling": polling, "total": tally.total}
 
 
 if __name__ == "__main__":

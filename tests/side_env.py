@@ -54,3 +54,15 @@ class SideEnv:
                 pytest.fail(f"could not build {self.path.name} with {self.requirement}:\n"
                             f"{done.stdout}{done.stderr}")
         return str(self.python)
+
+
+def run_in(python: str, args: list[str], cwd: Path) -> str:
+    """Run ``python args...`` in ``cwd`` with this project on the path; its stdout (the test fails
+    with its stderr if it fails)."""
+    import os
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([python, *args], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout

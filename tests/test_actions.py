@@ -37,9 +37,9 @@ def test_kill_is_the_default_action() -> None:
     """Fuze: kill_on_loop = true by default."""
     tool, ran = counted()
     with fuzeguard.run():
-        out = repeat(tool, 4)
-    assert isinstance(out[3], LoopDetected)
-    assert len(ran) == 3
+        out = repeat(tool, 3)
+    assert isinstance(out[2], LoopDetected)
+    assert len(ran) == 2
 
 
 def test_warn_lets_the_call_run() -> None:
@@ -49,7 +49,7 @@ def test_warn_lets_the_call_run() -> None:
         out = repeat(tool, 6)
     assert out == ["results"] * 6
     assert len(ran) == 6
-    assert [d.action for d in found] == ["warn", "warn", "warn"]
+    assert [d.action for d in found] == ["warn", "warn", "warn", "warn"]
 
 
 def test_skip_returns_the_message_instead_of_calling() -> None:
@@ -57,22 +57,22 @@ def test_skip_returns_the_message_instead_of_calling() -> None:
     tool, ran = counted(on_loop="skip")
     with fuzeguard.run() as r:
         out = repeat(tool, 5)
-    assert len(ran) == 3
-    assert out[3].startswith("You called `search` with the same arguments 4 times")
-    assert r.stats().skipped == 2
-    assert r.stats().calls == 3
+    assert len(ran) == 2
+    assert out[2].startswith("You called `search` with the same arguments 3 times")
+    assert r.stats().skipped == 3
+    assert r.stats().calls == 2
 
 
 def test_skip_value_replaces_the_message() -> None:
     tool, _ = counted(on_loop="skip", skip_value={"error": "loop"})
     with fuzeguard.run():
-        assert repeat(tool, 4)[3] == {"error": "loop"}
+        assert repeat(tool, 3)[2] == {"error": "loop"}
 
 
 def test_skip_value_can_be_a_function_of_the_detection() -> None:
     tool, _ = counted(on_loop="skip", skip_value=lambda d: f"[{d.layer}:{d.count}]")
     with fuzeguard.run():
-        assert repeat(tool, 4)[3] == "[dedup:4]"
+        assert repeat(tool, 3)[2] == "[dedup:3]"
 
 
 def test_skip_works_for_coroutine_functions() -> None:
@@ -82,9 +82,9 @@ def test_skip_works_for_coroutine_functions() -> None:
 
     async def main() -> list[str]:
         async with fuzeguard.run():
-            return [await fetch("u") for _ in range(4)]
+            return [await fetch("u") for _ in range(3)]
 
-    assert asyncio.run(main())[3].startswith("You called `fetch`")
+    assert asyncio.run(main())[2].startswith("You called `fetch`")
 
 
 def test_escalation_ladder_steps_per_repeated_detection_of_the_same_pattern() -> None:
@@ -93,22 +93,26 @@ def test_escalation_ladder_steps_per_repeated_detection_of_the_same_pattern() ->
     with capture_detections() as found, fuzeguard.run():
         out = repeat(tool, 7)
     assert [d.action for d in found] == ["warn", "skip", "kill"]
-    assert out[:4] == ["results"] * 4
-    assert out[4].startswith("You called")
-    assert isinstance(out[5], LoopDetected)
-    assert len(ran) == 4
+    assert out[:3] == ["results"] * 3
+    assert out[3].startswith("You called")
+    assert isinstance(out[4], LoopDetected)
+    assert len(ran) == 3
 
 
 def test_ladder_steps_separately_for_different_patterns() -> None:
     tool, _ = counted(on_loop=["warn", "kill"])
     with capture_detections() as found, fuzeguard.run():
-        repeat(tool, 4, "a")
-        repeat(tool, 4, "b")
+        repeat(tool, 3, "a")
+        repeat(tool, 3, "b")
     assert [(d.action) for d in found] == ["warn", "warn"]
 
 
 def test_early_warnings_do_not_step_the_ladder() -> None:
-    tool = guard(lambda q: "r", name="t", on_loop=["warn", "kill"])
+    # An early warning at the 3rd identical call, the loop at the 4th.
+    tool = guard(
+        lambda q: "r", name="t", on_loop=["warn", "kill"], repeat_threshold=3,
+        repeat_warn_threshold=3,
+    )
     with capture_detections() as found, fuzeguard.run():
         repeat(tool, 5)
     assert [(d.kind, d.action) for d in found] == [("warning", "warn"), ("loop", "warn"), ("loop", "kill")]
@@ -132,7 +136,7 @@ def test_observe_mode_logs_what_would_fire_without_acting() -> None:
     with capture_detections() as found, structlog.testing.capture_logs() as logs, fuzeguard.run() as r:
         repeat(tool, 6)
     assert len(ran) == 6
-    assert [d.action for d in found] == ["kill", "kill", "kill"]
+    assert [d.action for d in found] == ["kill", "kill", "kill", "kill"]
     assert all(e["observe"] is True for e in logs if e["event"] == "fuzeguard.loop_detected")
     assert not r.stats().killed
 
@@ -195,14 +199,14 @@ def test_on_detect_hooks_receive_each_detection() -> None:
     tool, _ = counted(on_loop="warn", on_detect=got.append)
     with fuzeguard.run():
         repeat(tool, 5)
-    assert [d.count for d in got] == [4, 5]
+    assert [d.count for d in got] == [3, 4, 5]
 
 
 def test_run_level_hooks_receive_detections_of_every_guard() -> None:
     got: list[Detection] = []
     tool, _ = counted(on_loop="warn")
     with fuzeguard.run(on_detect=[got.append]):
-        repeat(tool, 4)
+        repeat(tool, 3)
     assert len(got) == 1
 
 
@@ -212,7 +216,7 @@ def test_a_failing_hook_is_logged_and_does_not_break_the_call() -> None:
 
     tool, _ = counted(on_loop="warn", on_detect=bad_hook)
     with structlog.testing.capture_logs() as logs, fuzeguard.run():
-        assert repeat(tool, 4)[3] == "results"
+        assert repeat(tool, 3)[2] == "results"
     failed = [e for e in logs if e["event"] == "fuzeguard.hook_failed"]
     assert len(failed) == 1 and "hook down" in failed[0]["error"]
 
@@ -222,10 +226,31 @@ def test_detection_carries_everything_the_spec_lists() -> None:
     got: list[Detection] = []
     tool, _ = counted(on_loop="warn", on_detect=got.append)
     with fuzeguard.run() as r:
-        repeat(tool, 4)
+        repeat(tool, 3)
     d = got[0]
     assert (d.layer, d.fn, d.run_id, d.call_index, d.count, d.threshold, d.action) == (
-        "dedup", "search", r.id, 4, 4, 3, "warn"
+        "dedup", "search", r.id, 3, 3, 2, "warn"
     )
-    assert "`search`" in d.message and "Try" in d.message
+    assert "`search`" in d.message and "try different arguments" in d.message
     assert "Detection(layer='dedup'" in repr(d)
+
+
+def test_once_turns_are_marked_the_ladder_steps_once_per_turn_for_a_pattern() -> None:
+    tool, ran = counted(on_loop=["warn", "skip", "kill"])
+    with capture_detections() as found, fuzeguard.run() as run:
+        run.end_turn()
+        first = repeat(tool, 6)  # one model turn asking for six identical calls
+        run.end_turn()
+        second = repeat(tool, 1)
+        run.end_turn()
+        third = repeat(tool, 1)
+    assert [d.action for d in found] == ["warn", "warn", "warn", "skip", "kill"]
+    assert first == ["results"] * 6 and len(ran) == 6
+    assert str(second[0]).startswith("You called") and isinstance(third[0], LoopDetected)
+
+
+def test_without_marked_turns_the_ladder_steps_at_every_repeat() -> None:
+    tool, _ = counted(on_loop=["warn", "skip", "kill"])
+    with capture_detections() as found, fuzeguard.run():
+        repeat(tool, 6)
+    assert [d.action for d in found] == ["warn", "skip", "kill"]

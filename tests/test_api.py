@@ -88,7 +88,9 @@ def test_layer_authors_import_everything_from_fuzeguard_layers() -> None:
     assert needed <= set(fuzeguard.layers.__all__)
     for name in ("Call", "CallRecord", "Detection"):
         assert getattr(fuzeguard.layers, name) is getattr(fuzeguard, name)
-    assert fuzeguard.layers.KINDS == ("read", "search", "write", "poll", "exec", "model", "other")
+    assert fuzeguard.layers.KINDS == (
+        "read", "search", "write", "poll", "exec", "model", "noop", "other"
+    )
 
 
 def test_public_classes_name_the_module_users_import_them_from() -> None:

@@ -213,7 +213,6 @@ def test_every_whole_number_key_at_its_largest_value_guards_calls_without_intern
 @pytest.mark.parametrize(
     ("key", "value", "follower"),
     [
-        ("repeat_threshold", 1, "repeat_warn_threshold"),
         ("progress_window", 2, "progress_warn_window"),
         ("cycle_repeats", 2, "cycle_warn_repeats"),
     ],
@@ -221,10 +220,20 @@ def test_every_whole_number_key_at_its_largest_value_guards_calls_without_intern
 def test_a_limit_below_the_default_warning_lowers_the_warning_with_it(
     tmp_path: Path, key: str, value: int, follower: str
 ) -> None:
-    """Before, these were rejected because the default warning (3) was higher."""
+    """Before, these were rejected because the default warning was higher."""
     path = write(tmp_path / "fuze.toml", f"[loop_detection]\n{key} = {value}\n")
     values = Config.load(path).settings_for()
     assert (values[key], values[follower]) == (value, value)
+
+
+def test_repeat_threshold_1_leaves_dedup_s_early_warning_off(tmp_path: Path) -> None:
+    """dedup warns early only when asked (repeat_warn_threshold = 0 by default): a lower limit
+    has no default warning to lower."""
+    path = write(tmp_path / "fuze.toml", "[loop_detection]\nrepeat_threshold = 1\n")
+    config = Config.load(path)
+    values = config.settings_for()
+    assert (values["repeat_threshold"], values["repeat_warn_threshold"]) == (1, 0)
+    assert config.origin_of("repeat_warn_threshold") == "default"
 
 
 def test_repeat_threshold_1_in_toml_stops_the_second_identical_call(tmp_path: Path) -> None:
@@ -255,10 +264,10 @@ def test_guard_repeat_threshold_1_works_from_the_first_call() -> None:
 
 
 def test_a_function_table_lowering_a_limit_lowers_its_warning_only_there(tmp_path: Path) -> None:
-    path = write(tmp_path / "fuze.toml", "[functions.poll]\nrepeat_threshold = 2\n")
+    path = write(tmp_path / "fuze.toml", "[functions.poll]\ncycle_repeats = 2\n")
     config = Config.load(path)
-    assert config.settings_for("poll")["repeat_warn_threshold"] == 2
-    assert config.settings_for("other")["repeat_warn_threshold"] == 3
+    assert config.settings_for("poll")["cycle_warn_repeats"] == 2
+    assert config.settings_for("other")["cycle_warn_repeats"] == 3
 
 
 def test_a_warning_set_above_the_default_limit_raises_the_limit(tmp_path: Path) -> None:
@@ -356,22 +365,23 @@ def test_fuze_check_with_an_unknown_environment_exits_2(
     assert "fuze.prodution.toml" in err and "Traceback" not in err
 
 
-def test_a_derived_warning_replays_as_it_fired_live(tmp_path: Path) -> None:
-    """The trace records the guard's code settings; replay derives the same warning threshold."""
+def test_a_derived_limit_replays_as_it_fired_live(tmp_path: Path) -> None:
+    """The trace records the guard's code settings; replay derives the same limit from the
+    warning set above the default limit (repeat_warn_threshold = 3 raises repeat_threshold to 3)."""
     from fuzeguard._private.replay import Replayer
     from fuzeguard.testing import capture_detections
 
-    @guard(repeat_threshold=2, on_loop="warn")
+    @guard(repeat_warn_threshold=3, on_loop="warn")
     def search(q: str) -> str:
         return "same"
 
     trace = tmp_path / "t.jsonl"
     with capture_detections() as live, fuzeguard.run(config=Config(), trace=str(trace)):
-        for _ in range(4):
+        for _ in range(5):
             search("x")
     summary = Replayer(Config()).replay_file(str(trace))
     replayed = [(d.detection.call_index, d.detection.kind) for d in summary.detections]
     assert replayed == [(d.call_index, d.kind) for d in live] == [
-        (2, "warning"), (3, "loop"), (4, "loop")
+        (3, "warning"), (4, "loop"), (5, "loop")
     ]
     assert summary.problems == []

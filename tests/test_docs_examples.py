@@ -32,7 +32,8 @@ DOCS = Path(__file__).resolve().parent.parent / "docs"
 # checked by test_config_docs.py; pages owned by other topics carry their own tests).
 PAGES = ["index.md", "getting-started.md", "concepts.md", "custom-layers.md", "frameworks.md",
          "security.md"]
-FRAMEWORKS = {"langchain_core", "langgraph", "agents", "pydantic_ai", "mcp", "smolagents", "crewai"}
+FRAMEWORKS = {"langchain_core", "langgraph", "agents", "pydantic_ai", "mcp", "smolagents", "crewai",
+              "google", "agent_framework", "strands", "claude_agent_sdk"}
 
 _FENCE = re.compile(
     r"(?:<!-- write: (?P<target>[^ ]+) -->\n)?```(?P<lang>\w*)[^\n]*\n(?P<body>.*?)\n```",

@@ -39,8 +39,8 @@ def test_a_raising_layer_is_left_out_and_the_others_keep_judging() -> None:
         with pytest.raises(LoopDetected) as caught:
             for _ in range(6):
                 tool(1)
-    assert caught.value.detection.layer == "dedup" and caught.value.detection.call_index == 4
-    assert run.stats().layer_errors == {"boom": 4}
+    assert caught.value.detection.layer == "dedup" and caught.value.detection.call_index == 3
+    assert run.stats().layer_errors == {"boom": 3}
     failed = _events(logs, "fuzeguard.layer_failed")
     assert len(failed) == 1  # once per run and layer
     assert failed[0]["layer"] == "boom" and "layer exploded" in failed[0]["error"]
@@ -111,8 +111,8 @@ def test_a_layer_whose_extractor_raises_keeps_nothing_and_the_call_is_recorded()
         with pytest.raises(LoopDetected):
             for _ in range(4):
                 tool(1)
-    assert len(run.history) == 3 and all(r.result_fp is not None for r in run.history)
-    assert run.stats().layer_errors == {"bad_extractor": 3}
+    assert len(run.history) == 2 and all(r.result_fp is not None for r in run.history)
+    assert run.stats().layer_errors == {"bad_extractor": 2}
     assert len(_events(logs, "fuzeguard.layer_failed")) == 1
 
 
@@ -123,9 +123,9 @@ def test_a_raising_cost_function_still_leaves_a_record() -> None:
         with pytest.raises(LoopDetected) as caught:
             for _ in range(6):
                 tool(1)
-    assert caught.value.detection.call_index == 4
-    assert len(run.history) == 3 and run.stats().cost == 0
-    assert len(_events(logs, "fuzeguard.cost_failed")) == 3
+    assert caught.value.detection.call_index == 3
+    assert len(run.history) == 2 and run.stats().cost == 0
+    assert len(_events(logs, "fuzeguard.cost_failed")) == 2
 
 
 def test_a_json_text_result_nested_100000_deep_is_recorded() -> None:
@@ -136,8 +136,8 @@ def test_a_json_text_result_nested_100000_deep_is_recorded() -> None:
         with pytest.raises(LoopDetected) as caught:
             for _ in range(10):
                 tool("same")
-    assert caught.value.detection.call_index == 4
-    assert len(run.history) == 3
+    assert caught.value.detection.call_index == 3
+    assert len(run.history) == 2
     assert _events(logs, "fuzeguard.internal_error") == []
 
 
@@ -150,10 +150,10 @@ def test_a_raising_skip_value_function_answers_with_the_message() -> None:
     tool = guard(lambda x: "same", name="f4", on_loop="skip", skip_value=raising_skip)
     with structlog.testing.capture_logs() as logs, fuzeguard.run():
         answers = [tool(1) for _ in range(5)]
-    assert answers[:3] == ["same"] * 3
-    assert all(a.startswith("You called `f4` with the same arguments") for a in answers[3:])
+    assert answers[:2] == ["same"] * 2
+    assert all(a.startswith("You called `f4` with the same arguments") for a in answers[2:])
     failed = _events(logs, "fuzeguard.skip_value_failed")
-    assert len(failed) == 2 and "skip_value exploded" in failed[0]["error"]
+    assert len(failed) == 3 and "skip_value exploded" in failed[0]["error"]
 
 
 def test_a_hanging_hook_does_not_block_the_call_beyond_the_bound(
@@ -168,10 +168,10 @@ def test_a_hanging_hook_does_not_block_the_call_beyond_the_bound(
         entered.set()
         release.wait(30)
 
-    tool = guard(lambda x: "same", name="f3", on_detect=hanging)
+    tool = guard(lambda x: "same", name="f3", on_loop="warn", on_detect=hanging)
     try:
         with structlog.testing.capture_logs() as logs, fuzeguard.run():
-            answers = [tool(1) for _ in range(3)]  # the third call gets an early warning
+            answers = [tool(1) for _ in range(3)]  # the third call is a loop, warned
             assert not release.is_set() and entered.is_set()  # returned while the hook hangs
     finally:
         release.set()

@@ -179,7 +179,7 @@ def test_self_is_left_out_of_the_fingerprint() -> None:
     with fuzeguard.run() as r, pytest.raises(LoopDetected):
         for i in range(5):
             Kit(i).lookup("same")
-    assert r.stats().calls == 3
+    assert r.stats().calls == 2
 
 
 def test_static_and_class_methods_can_be_guarded() -> None:
@@ -250,7 +250,7 @@ def test_context_parameters_are_passed_through_and_left_out_of_the_fingerprint()
     with fuzeguard.run(), pytest.raises(LoopDetected):
         for i in range(5):
             tool(RunContext(i), "same")
-    assert seen == [0, 1, 2]
+    assert seen == [0, 1]
 
 
 def test_string_annotated_context_wrapper_parameters_are_recognized() -> None:
@@ -276,7 +276,7 @@ def test_ignore_args_are_passed_through_and_left_out_of_the_fingerprint() -> Non
     with fuzeguard.run(), pytest.raises(LoopDetected):
         for i in range(5):
             tool("same", request_id=f"r{i}")
-    assert calls == ["r0", "r1", "r2"]
+    assert calls == ["r0", "r1"]
 
 
 def test_guard_state_is_exposed_on_the_wrapper() -> None:

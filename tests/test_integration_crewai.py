@@ -56,7 +56,39 @@ def test_a_skip_shows_the_model_the_message_and_the_tool_never_runs_again(
 ) -> None:
     found = measured["skip/alternate"]
     assert found["total"] == 7
-    assert found["shown"][0].startswith("You are going round in a cycle")
+    assert any(text.startswith("You are going round in a cycle") for text in found["shown"])
+
+
+def test_a_server_that_only_adds_the_hooks_keeps_concurrent_kickoffs_apart(
+    measured: dict[str, Any],
+) -> None:
+    found = measured["server"]
+    assert found["answers"][:6] == [f"answer to r{i}" for i in range(6)]
+    assert found["answers"][6] == "LLMCallBlockedError"  # the looping crew, ended at its kill
+    assert found["later"] == "answer to later"
+    assert found["total"] - 7 <= 5  # the looping crew's tool runs (the cache answers repeats)
+
+
+def test_guard_kickoff_ends_a_killed_crew_with_the_final_answer(measured: dict[str, Any]) -> None:
+    assert measured["kickoff"]["ended"].startswith("returned Stopped: the agent was looping")
+    assert measured["kickoff error"]["ended"] == "raised LoopDetected"
+
+
+def test_a_skip_only_crew_that_keeps_searching_is_ended_by_escalation(
+    measured: dict[str, Any],
+) -> None:
+    found = measured["skip"]
+    assert found["ended"].startswith("returned Stopped: the agent was looping")
+    assert found["total"] <= 10
+
+
+def test_a_warning_reaches_the_model_as_a_note_on_the_tool_result(measured: dict[str, Any]) -> None:
+    assert any("[fuzeguard warning] You are calling `search`" in text
+               for text in measured["warn"]["shown"])
+
+
+def test_two_registered_guards_judge_each_call_once(measured: dict[str, Any]) -> None:
+    assert measured["two guards"]["calls"] == measured["kill/same"]["calls"]
 
 
 def test_the_ladder_ends_an_alternation_at_its_tenth_call(measured: dict[str, Any]) -> None:

@@ -12,6 +12,7 @@ from langchain.agents.middleware import AgentMiddleware
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
+from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.errors import GraphRecursionError
 from pydantic import Field
 from structlog.testing import capture_logs
@@ -19,6 +20,7 @@ from structlog.testing import capture_logs
 import fuzeguard
 from fuzeguard import LoopDetected, guard
 from fuzeguard.integrations.langchain import LoopGuardMiddleware
+from fuzeguard.testing import capture_detections
 from tests.stuck_agents import ACTIONS, VARIANTS, Tally, check_run, script, tools
 
 
@@ -96,14 +98,24 @@ def test_a_kill_ends_the_agent_with_a_final_message_and_no_further_tool_run() ->
     assert final.content.startswith("Stopped: the agent was looping (dedup at tool call 4")
 
 
-def test_a_skip_is_answered_with_a_tool_message_and_the_tool_never_runs_again() -> None:
+def test_a_skip_is_answered_with_a_tool_message_and_escalates_to_a_kill_when_it_does_not_help() -> None:
     tally = Tally()
     agent, model = _agent("skip", "same", tally)
-    ended, _ = _run(agent)
-    assert ended == "GraphRecursionError (recursion_limit 25)"
+    ended, state = _run(agent)
+    assert ended == "agent ended by the guard with a final AIMessage"
     assert tally.runs["search"] == 3 and tally.after_detection == 0
     assert model.shown[3].startswith("You called `search` with the same arguments 4 times")
-    assert len(model.shown) == 12 and all(text.startswith("You called") for text in model.shown[3:])
+    assert model.shown[4].startswith("You called `search` with the same arguments 5 times")
+    assert state["messages"][-1].content.startswith("Stopped: the agent was looping (dedup at tool call 6")
+
+
+def test_a_warning_reaches_the_model_as_a_note_on_the_tool_result() -> None:
+    tally = Tally()
+    agent, model = _agent("warn", "same", tally)
+    _run(agent)
+    assert model.shown[1] == "3 results for laptops"
+    assert model.shown[2].startswith("3 results for laptops\n\n[fuzeguard warning] You are calling `search`")
+    assert "[fuzeguard warning] You called `search` with the same arguments 4 times" in model.shown[3]
 
 
 def test_the_ladder_ends_an_alternation_at_its_tenth_tool_call() -> None:
@@ -119,7 +131,7 @@ def test_warn_lets_every_call_run_until_the_recursion_limit() -> None:
     agent, model = _agent("warn", "same", tally)
     ended, _ = _run(agent)
     assert ended == "GraphRecursionError (recursion_limit 25)"
-    assert tally.total == model.turns - 1 == 12
+    assert tally.total == model.turns == 12  # the invocation's run opens and closes in 2 steps
 
 
 def test_exit_behavior_error_raises_loop_detected_from_invoke() -> None:
@@ -177,4 +189,112 @@ def test_the_middleware_costs_no_graph_step_where_a_before_model_hook_would() ->
         agent = create_agent(model, tools(tally), middleware=middleware)
         assert _run(agent)[0] == "GraphRecursionError (recursion_limit 25)"
         turns.append(model.turns)
-    assert turns == [13, 8]  # model turns within the recursion limit of 25
+    assert turns == [12, 8]  # model turns within the recursion limit of 25
+
+
+@pytest.mark.parametrize("outer", ["ToolRetryMiddleware", "ToolErrorMiddleware"])
+def test_exit_behavior_error_is_not_caught_by_an_outer_tool_middleware_and_leaves_no_call_unanswered(
+    outer: str,
+) -> None:
+    from langchain.agents import middleware as lc_middleware
+
+    made: dict[str, Any] = {
+        "ToolRetryMiddleware": lambda: lc_middleware.ToolRetryMiddleware(
+            max_retries=2, initial_delay=0.0, retry_on=(Exception,)
+        ),
+        "ToolErrorMiddleware": lambda: lc_middleware.ToolErrorMiddleware(
+            lambda exc, request: f"Error: {exc}"
+        ),
+    }
+    tally = Tally()
+    model = StuckModel(variant="same", shown=[])
+    guard_mw = LoopGuardMiddleware(exit_behavior="error")
+    task = {"messages": [("user", "find me a laptop")]}
+    config = {**LIMIT, "configurable": {"thread_id": "t1"}}
+    agent = create_agent(model, tools(tally), middleware=[made[outer](), guard_mw],
+                         checkpointer=InMemorySaver())
+    with capture_logs(), pytest.raises(LoopDetected) as raised:
+        agent.invoke(task, config)
+    assert tally.total == 3 and raised.value.stats.calls == 3 and raised.value.stats.killed
+    messages = agent.get_state(config).values["messages"]
+    asked = {c["id"] for m in messages if isinstance(m, AIMessage) for c in m.tool_calls}
+    answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
+    assert asked == answered
+
+
+class RequestModel(BaseChatModel):
+    """A server's model: a request for "loop" searches for ever; any other request searches once,
+    then answers with what it found."""
+
+    @property
+    def _llm_type(self) -> str:
+        return "request"
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> RequestModel:  # type: ignore[override]
+        return self
+
+    def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None,
+                  **kwargs: Any) -> ChatResult:
+        asked = str(messages[0].content)
+        last = messages[-1]
+        if isinstance(last, ToolMessage) and asked != "loop":
+            message = AIMessage(f"answer to {asked}: {last.content}")
+        else:
+            message = AIMessage("", tool_calls=[{"name": "search", "args": {"query": "laptops"},
+                                                 "id": f"c{len(messages)}"}])
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+
+def test_a_server_that_only_adds_the_middleware_keeps_concurrent_requests_apart() -> None:
+    """6 legitimate requests and 1 looping one at once, no fuzeguard.run(): each is a run."""
+    tally = Tally()
+    agent = create_agent(RequestModel(), tools(tally), middleware=[LoopGuardMiddleware()])
+
+    async def request(text: str) -> str:
+        state = await agent.ainvoke({"messages": [("user", text)]}, LIMIT)
+        return str(state["messages"][-1].content)
+
+    async def main() -> list[str]:
+        return await asyncio.gather(*(request(f"r{i}") for i in range(6)), request("loop"))
+
+    with capture_logs():
+        *answers, looped = asyncio.run(main())
+        assert answers == [f"answer to r{i}: 3 results for laptops" for i in range(6)]
+        assert looped.startswith("Stopped: the agent was looping")
+        assert tally.total - 6 <= 5  # the looping request's tool runs
+        later = asyncio.run(request("later"))
+    assert later == "answer to later: 3 results for laptops"
+
+
+class ParallelModel(BaseChatModel):
+    """Asks for three identical searches at once, every turn."""
+
+    turns: int = 0
+
+    @property
+    def _llm_type(self) -> str:
+        return "parallel"
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> ParallelModel:  # type: ignore[override]
+        return self
+
+    def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None,
+                  **kwargs: Any) -> ChatResult:
+        self.turns += 1
+        calls = [{"name": "search", "args": {"query": "laptops"}, "id": f"c{self.turns}-{k}"}
+                 for k in range(3)]
+        return ChatResult(generations=[ChatGeneration(message=AIMessage("", tool_calls=calls))])
+
+
+def test_the_ladder_steps_once_per_model_turn_for_parallel_identical_calls() -> None:
+    tally = Tally()
+    model = ParallelModel()
+    guard_mw = LoopGuardMiddleware(on_loop=["warn", "skip", "kill"], on_detect=tally.on_detect)
+    agent = create_agent(model, tools(tally), middleware=[guard_mw])
+    with capture_logs(), capture_detections() as found:
+        state = agent.invoke({"messages": [("user", "find")]}, LIMIT)
+    loops = [d.action for d in found if d.kind == "loop"]
+    assert loops[:3] == ["warn", "warn", "warn"]  # turn 2's three calls: one step
+    assert loops[3:6] == ["skip", "skip", "skip"] and loops[6] == "kill"  # turns 3 and 4
+    assert tally.total == 6 and model.turns == 4
+    assert state["messages"][-1].content.startswith("Stopped: the agent was looping")

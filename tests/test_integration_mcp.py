@@ -54,13 +54,29 @@ def test_a_stuck_client_behaves_as_recorded(action: str, variant: str) -> None:
               ended=_ended(seen))
 
 
-def test_a_skip_is_a_normal_result_carrying_the_message() -> None:
+def test_a_skip_is_a_normal_result_carrying_the_message_and_escalates_to_a_kill() -> None:
     tally = Tally()
     with capture_logs():
         seen = asyncio.run(_stuck_client(_server("skip", tally), "same"))
     assert tally.total == 3
     assert seen[3] == (False, seen[3][1]) and seen[3][1].startswith("You called `search`")
-    assert all(not error for error, _ in seen)
+    assert not any(error for error, _ in seen[:5])
+    assert all(error and "Tool calls in this session are stopped" in text for error, text in seen[5:])
+
+
+def test_a_warning_reaches_the_client_as_a_note_on_the_result() -> None:
+    tally = Tally()
+
+    async def client() -> list[list[str]]:
+        async with Client(_server("warn", tally)) as session:
+            return [[c.text for c in (await session.call_tool("search", {"query": "laptops"})).content]
+                    for _ in range(4)]
+
+    with capture_logs():
+        seen = asyncio.run(client())
+    assert seen[0] == ["3 results for laptops"]
+    assert seen[3][0] == "3 results for laptops"
+    assert seen[3][1].startswith("[fuzeguard warning] You called `search` with the same arguments 4")
 
 
 def test_a_kill_answers_every_later_call_of_the_session_with_the_stop_message() -> None:
@@ -117,12 +133,75 @@ def test_a_sessions_calls_are_traced_as_one_run(tmp_path: Any, monkeypatch: pyte
     assert sum("run_info" in line for line in lines) == 1
 
 
-def test_by_default_a_session_is_the_transports_session_id_else_the_process() -> None:
+def test_by_default_a_session_is_a_header_the_sse_session_the_connection_else_the_process() -> None:
     from types import SimpleNamespace
 
-    from fuzeguard.integrations.mcp import _default_session_key
+    from fuzeguard.integrations.mcp import default_session_key
 
-    http = SimpleNamespace(request=SimpleNamespace(headers={"mcp-session-id": "abc"}))
-    stdio = SimpleNamespace(request=None)
-    assert _default_session_key(http) == ("mcp-session-id", "abc")
-    assert _default_session_key(stdio) == ("process",)
+    def http(**request: Any) -> Any:
+        return SimpleNamespace(method="tools/call", request=SimpleNamespace(**request))
+
+    assert default_session_key(http(headers={"mcp-session-id": "abc"})) == ("mcp-session-id", "abc")
+    assert default_session_key(http(headers={"x-conversation-id": "c1"})) == ("x-conversation-id", "c1")
+    assert default_session_key(http(headers={}, query_params={"session_id": "s"})) == ("sse-session", "s")
+    client = SimpleNamespace(host="10.0.0.2", port=50123)
+    with capture_logs() as logs:
+        assert default_session_key(http(headers={}, client=client)) == ("connection", "10.0.0.2", 50123)
+        assert default_session_key(http(headers={}, client=client)) == ("connection", "10.0.0.2", 50123)
+        assert default_session_key(http(headers={})) == ("process",)
+        assert default_session_key(SimpleNamespace(method="tools/call", request=None)) == ("process",)
+    events = [log["event"] for log in logs]
+    assert events.count("fuzeguard.mcp_session_by_connection") <= 1
+    assert events.count("fuzeguard.mcp_session_per_process") <= 1
+
+
+def test_two_clients_over_streamable_http_with_the_default_client_keep_apart() -> None:
+    """mcp 2.x's default client negotiates a protocol without sessions: one client loops, the
+    other polls a job legitimately, and the poller still finishes."""
+    import socket
+
+    import uvicorn
+
+    tally = Tally()
+    polls = {"n": 0}
+    server = _server("kill", tally)
+
+    @server.tool()
+    def get_job_status(job_id: str) -> str:
+        """Get the status of an export job."""
+        polls["n"] += 1
+        return f"Job {job_id}: done" if polls["n"] >= 12 else f"Job {job_id}: running"
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    http = uvicorn.Server(uvicorn.Config(server.streamable_http_app(), host="127.0.0.1", port=port,
+                                         log_level="error"))
+
+    async def looping() -> list[bool]:
+        async with Client(f"http://127.0.0.1:{port}/mcp") as client:
+            return [bool((await client.call_tool("search", {"query": "laptops"})).is_error)
+                    for _ in range(6)]
+
+    async def polling() -> str:
+        async with Client(f"http://127.0.0.1:{port}/mcp") as client:
+            for _ in range(20):
+                text = (await client.call_tool("get_job_status", {"job_id": "job-7"})).content[0].text
+                if "done" in text:
+                    return text
+        return "gave up"
+
+    async def both() -> tuple[list[bool], str]:
+        serving = asyncio.create_task(http.serve())
+        while not http.started:  # the server runs in this event loop: give it turns until it listens
+            await asyncio.sleep(0)
+        try:
+            return await asyncio.gather(looping(), polling())
+        finally:
+            http.should_exit = True
+            await serving
+
+    with capture_logs():
+        loop_errors, polled = asyncio.run(both())
+    assert loop_errors[3:] == [True, True, True] and tally.total == 3
+    assert polled == "Job job-7: done"

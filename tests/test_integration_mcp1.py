@@ -58,6 +58,7 @@ def test_a_skip_is_a_normal_result_carrying_the_message(measured: dict[str, Any]
     found = measured["skip/same"]
     assert found["total"] == 3
     assert found["seen"][3] == [False, found["seen"][3][1]]
+    assert found["seen"][5][0] and STOP in found["seen"][5][1]  # two skips did not help: killed
     assert found["seen"][3][1].startswith("You called `search` with the same arguments 4 times")
 
 
@@ -75,6 +76,21 @@ def test_each_client_session_has_its_own_run(measured: dict[str, Any]) -> None:
     assert [error for error, _ in first] == [False, False, False, True, True]
     assert [error for error, _ in second] == [False, False, False, True, True]
     assert measured["two sessions"]["total"] == 6
+
+
+def test_a_warning_reaches_the_client_as_a_note_on_the_result(measured: dict[str, Any]) -> None:
+    seen = measured["warn/same"]["seen"]
+    assert seen[1] == [False, "3 results for laptops"]
+    assert seen[3][1].startswith("3 results for laptops\n\n[fuzeguard warning] You called `search`")
+
+
+def test_stateless_http_keeps_a_looping_client_and_a_polling_client_apart(
+    measured: dict[str, Any],
+) -> None:
+    found = measured["stateless http"]
+    assert [error for error, _ in found["looping"]] == [False, False, False, True, True, True]
+    assert found["total"] == 3
+    assert found["polling"][-1] == [False, "Job job-7: done"]
 
 
 def test_the_docs_example_runs_and_prints_what_the_page_shows(mcp1_python: str, tmp_path: Path) -> None:

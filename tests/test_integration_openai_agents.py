@@ -15,6 +15,7 @@ from structlog.testing import capture_logs
 
 import fuzeguard
 from fuzeguard import LoopDetected
+from fuzeguard.events import CallCompleted
 from fuzeguard.integrations.openai_agents import LoopGuard
 from tests.stuck_agents import ACTIONS, VARIANTS, Tally, check_run, script, tools
 
@@ -57,19 +58,22 @@ def _agent(action: str, variant: str, tally: Tally, **tool_options: Any) -> tupl
     return agent, model
 
 
-def _run(agent: Agent[Any]) -> tuple[str, BaseException | None]:
-    """``Runner.run`` with its default ``max_turns`` (10); how it ended."""
-    async def main() -> None:
+def _run(agent: Agent[Any]) -> tuple[str, Any]:
+    """``Runner.run`` with its default ``max_turns`` (10); how it ended, and the exception or the
+    final output."""
+    async def main() -> Any:
         with capture_logs(), fuzeguard.run("task"):
-            await Runner.run(agent, "find me a laptop")
+            return (await Runner.run(agent, "find me a laptop")).final_output
 
     try:
-        asyncio.run(main())
+        output = asyncio.run(main())
     except MaxTurnsExceeded as exc:
         return "MaxTurnsExceeded (max_turns 10)", exc
     except ToolInputGuardrailTripwireTriggered as exc:
         return "ToolInputGuardrailTripwireTriggered (LoopDetected)", exc
-    return "returned", None
+    if isinstance(output, str) and output.startswith("Stopped: the agent was looping"):
+        return "agent ended by the guard with a final output", output
+    return "returned", output
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
@@ -81,14 +85,25 @@ def test_a_stuck_agent_behaves_as_recorded(action: str, variant: str) -> None:
     check_run("openai_agents", action, variant, tally, shown=model.shown, turns=model.turns, ended=ended)
 
 
-def test_a_kill_ends_runner_run_with_the_loop_detected_as_output_info() -> None:
+def test_a_kill_ends_runner_run_with_a_final_output_and_no_further_model_turn() -> None:
     tally = Tally()
     agent, model = _agent("kill", "same", tally)
+    ended, output = _run(agent)
+    assert ended == "agent ended by the guard with a final output"
+    assert output.startswith("Stopped: the agent was looping (dedup at tool call 4")
+    assert tally.total == 3 and model.turns == 4
+
+
+def test_exit_behavior_error_raises_with_the_loop_detected_of_the_killed_run_as_output_info() -> None:
+    tally = Tally()
+    model = StuckModel("same")
+    agent = Agent(name="shopper", model=model, tools=[function_tool(f) for f in tools(tally)])
+    LoopGuard(exit_behavior="error").protect(agent)
     _, exc = _run(agent)
     assert isinstance(exc, ToolInputGuardrailTripwireTriggered)
     error = exc.output.output_info
     assert isinstance(error, LoopDetected) and error.detection.layer == "dedup"
-    assert error.stats.calls == 3 and tally.total == 3 and model.turns == 4
+    assert error.stats.calls == 3 and error.stats.killed and tally.total == 3 and model.turns == 4
 
 
 def test_a_kill_ends_the_run_even_when_the_tools_catch_exceptions() -> None:
@@ -96,33 +111,39 @@ def test_a_kill_ends_the_run_even_when_the_tools_catch_exceptions() -> None:
     tally = Tally()
     agent, _ = _agent("kill", "alternate", tally, failure_error_function=lambda ctx, e: "oops")
     ended, _ = _run(agent)
-    assert ended == "ToolInputGuardrailTripwireTriggered (LoopDetected)"
+    assert ended == "agent ended by the guard with a final output"
     assert tally.total == 7
 
 
-def test_a_skip_shows_the_model_the_message_and_the_tool_never_runs_again() -> None:
+def test_a_skip_shows_the_model_the_message_and_escalates_to_a_kill() -> None:
     tally = Tally()
     agent, model = _agent("skip", "same", tally)
     ended, _ = _run(agent)
-    assert ended == "MaxTurnsExceeded (max_turns 10)"
+    assert ended == "agent ended by the guard with a final output"
     assert tally.total == 3
-    assert all(text.startswith("You called `search` with the same arguments") for text in model.shown[3:])
+    assert [t[:45] for t in model.shown[3:]] == [
+        "You called `search` with the same arguments 4", "You called `search` with the same arguments 5"
+    ]
 
 
 def test_the_ladder_ends_an_alternation_within_the_default_ten_turns() -> None:
     tally = Tally()
     agent, model = _agent("ladder", "alternate", tally)
     ended, _ = _run(agent)
-    assert ended == "ToolInputGuardrailTripwireTriggered (LoopDetected)"
+    assert ended == "agent ended by the guard with a final output"
     assert model.turns == 10 and tally.total == 8
 
 
-def test_warn_lets_every_call_run_until_max_turns() -> None:
+def test_warn_lets_every_call_run_until_max_turns_and_the_model_reads_the_note() -> None:
     tally = Tally()
     agent, model = _agent("warn", "same", tally)
     ended, _ = _run(agent)
     assert ended == "MaxTurnsExceeded (max_turns 10)"
     assert tally.total == model.turns == 10
+    assert model.shown[1] == "3 results for laptops"
+    assert model.shown[3].startswith(
+        "3 results for laptops\n\n[fuzeguard warning] You called `search` with the same arguments 4"
+    )
 
 
 def test_protecting_an_agent_twice_adds_the_guardrails_once() -> None:
@@ -134,3 +155,133 @@ def test_protecting_an_agent_twice_adds_the_guardrails_once() -> None:
     tool = agent.tools[0]
     assert isinstance(tool.tool_input_guardrails, list)
     assert tool.tool_input_guardrails.count(guard.input_guardrail) == 1
+
+
+class RequestModel(Model):
+    """A server's model: a request for "loop" searches for ever; any other request searches once,
+    then answers with what it found. ``calls`` identical searches per turn."""
+
+    def __init__(self, calls: int = 1, argument: str = "query") -> None:
+        self.calls = calls
+        self.argument = argument
+        self.turns = 0
+
+    async def get_response(self, system_instructions: Any, input: Any, model_settings: Any,
+                           tools: Any, output_schema: Any, handoffs: Any, tracing: Any,
+                           **kwargs: Any) -> ModelResponse:
+        from openai.types.responses import ResponseOutputMessage, ResponseOutputText
+
+        self.turns += 1
+        asked = input if isinstance(input, str) else str(input[0]["content"])
+        outputs = [] if isinstance(input, str) else [
+            i for i in input if isinstance(i, dict) and i.get("type") == "function_call_output"
+        ]
+        if outputs and asked != "loop":
+            text = f"answer to {asked}: {outputs[-1]['output']}"
+            message = ResponseOutputMessage(
+                id="m", type="message", role="assistant", status="completed",
+                content=[ResponseOutputText(type="output_text", text=text, annotations=[])],
+            )
+            return ModelResponse(output=[message], usage=Usage(), response_id=None)
+        calls = [ResponseFunctionToolCall(id=f"c{self.turns}-{k}", call_id=f"call_{self.turns}_{k}",
+                                          type="function_call", name="search",
+                                          arguments=json.dumps({self.argument: "laptops"}))
+                 for k in range(self.calls)]
+        return ModelResponse(output=calls, usage=Usage(), response_id=None)
+
+    def stream_response(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError
+
+
+def _server_agent(tally: Tally, guard: LoopGuard, calls: int = 1) -> Agent[Any]:
+    return guard.protect(Agent(name="shop", model=RequestModel(calls),
+                               tools=[function_tool(f) for f in tools(tally)]))
+
+
+def test_a_server_that_only_adds_the_guard_keeps_concurrent_requests_apart() -> None:
+    """6 legitimate requests and 1 looping one at once, no fuzeguard.run(): each is a run. The
+    call ids repeat across requests (call_0): each call is still paired within its own run."""
+    tally = Tally()
+    guard = LoopGuard()
+
+    async def request(text: str) -> str:
+        result = await Runner.run(_server_agent(tally, guard), text)
+        return str(result.final_output)
+
+    async def main() -> list[str]:
+        return await asyncio.gather(*(request(f"r{i}") for i in range(6)), request("loop"))
+
+    with capture_logs():
+        *answers, looped = asyncio.run(main())
+        assert answers == [f"answer to r{i}: 3 results for laptops" for i in range(6)]
+        assert looped.startswith("Stopped: the agent was looping")
+        assert tally.total - 6 <= 5
+        later = asyncio.run(request("later"))
+    assert later == "answer to later: 3 results for laptops"
+    assert len(guard._in_flight) == 0
+
+
+def test_three_identical_calls_in_one_turn_are_all_run_and_recorded_before_the_kill() -> None:
+    tally = Tally()
+    guard = LoopGuard()
+    agent = _server_agent(tally, guard, calls=3)
+    seen: list[Any] = []
+
+    async def main() -> Any:
+        with capture_logs(), fuzeguard.run() as run:
+            run.subscribe(seen.append, CallCompleted)
+            result = await Runner.run(agent, "loop")
+            return result.final_output, run.stats()
+
+    output, stats = asyncio.run(main())
+    assert output.startswith("Stopped: the agent was looping")
+    assert tally.total == stats.calls == len(seen) == 3
+
+
+def test_handoff_targets_and_agents_used_as_tools_are_guarded() -> None:
+    from agents import handoff
+
+    tally = Tally()
+    inner = Agent(name="inner", model=StuckModel("same"),
+                  tools=[function_tool(f) for f in tools(tally)])
+    helper = Agent(name="helper", model=StuckModel("same"),
+                   tools=[function_tool(f) for f in tools(tally)])
+    outer = Agent(name="outer", model=StuckModel("same"), handoffs=[handoff(inner)],
+                  tools=[helper.as_tool(tool_name="ask_helper", tool_description="Ask.")])
+    LoopGuard().protect(outer)
+    for agent in (inner, helper):
+        assert all(t.tool_input_guardrails for t in agent.tools)
+    assert outer.tools[0].tool_input_guardrails
+
+
+def test_an_agent_used_as_a_tool_runs_in_a_child_run_of_the_calling_run() -> None:
+    tally = Tally()
+    helper = Agent(name="helper", model=StuckModel("same"), tools=[function_tool(f) for f in tools(tally)])
+    outer = Agent(name="outer", model=RequestModel(argument="input"),
+                  tools=[helper.as_tool(tool_name="search", tool_description="Search.")])
+    guard = LoopGuard()
+    guard.protect(outer)
+
+    async def main() -> Any:
+        with capture_logs():
+            return (await Runner.run(outer, "find")).final_output
+
+    output = asyncio.run(main())
+    assert tally.total == 3  # the helper's loop was ended inside the helper's run
+    assert output.startswith("answer to find: Stopped: the agent was looping")
+
+
+def test_the_ladder_steps_once_per_model_turn_for_parallel_identical_calls() -> None:
+    tally = Tally()
+    found: list[Any] = []
+    guard = LoopGuard(on_loop=["warn", "skip", "kill"], on_detect=found.append)
+    agent = _server_agent(tally, guard, calls=3)
+
+    async def main() -> Any:
+        with capture_logs():
+            return (await Runner.run(agent, "loop")).final_output
+
+    output = asyncio.run(main())
+    loops = [d.action for d in found if d.kind == "loop"]
+    assert loops == ["warn"] * 3 + ["skip"] * 3 + ["kill"]
+    assert tally.total == 6 and output.startswith("Stopped: the agent was looping")

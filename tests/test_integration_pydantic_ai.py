@@ -9,14 +9,14 @@ import dataclasses
 import pytest
 from pydantic_ai import Agent
 from pydantic_ai.exceptions import UsageLimitExceeded
-from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart, ToolReturnPart
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.toolsets import FunctionToolset
 from structlog.testing import capture_logs
 
 import fuzeguard
 from fuzeguard import LoopDetected
-from fuzeguard.integrations.pydantic_ai import LoopGuardToolset, loop_guard
+from fuzeguard.integrations.pydantic_ai import LoopGuard, LoopGuardToolset, loop_guard
 from tests.stuck_agents import ACTIONS, VARIANTS, Tally, check_run, script, tools
 
 
@@ -76,12 +76,13 @@ def test_a_kill_ends_the_run_with_loop_detected() -> None:
     assert tally.total == 3 and model.turns == 4
 
 
-def test_a_skip_returns_the_message_as_the_tools_result_and_the_tool_never_runs_again() -> None:
+def test_a_skip_returns_the_message_as_the_tools_result_and_escalates_to_a_kill() -> None:
     tally = Tally()
     agent, model = _agent("skip", "alternate", tally)
-    ended, _ = _run(agent)
-    assert ended == "UsageLimitExceeded (request_limit 50)"
-    assert tally.total == 7
+    ended, exc = _run(agent)
+    assert ended == "LoopDetected raised"
+    assert tally.total == 7 and exc.stats.calls == 7  # type: ignore[union-attr]
+    assert len(model.shown) == 9
     assert all(text.startswith("You are going round in a cycle") for text in model.shown[7:])
 
 
@@ -106,3 +107,87 @@ def test_the_guard_survives_the_toolset_being_copied_for_a_run() -> None:
     toolset = loop_guard(FunctionToolset([]), on_loop="skip")
     copy = dataclasses.replace(toolset, wrapped=FunctionToolset([]))
     assert isinstance(copy, LoopGuardToolset) and copy.calls is toolset.calls
+
+
+class Request:
+    """A server's model: a request for "loop" searches for ever; any other request searches
+    once, then answers with what it found."""
+
+    def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        asked = str(messages[0].parts[0].content)  # type: ignore[union-attr]
+        returned = [p for p in getattr(messages[-1], "parts", []) if isinstance(p, ToolReturnPart)]
+        if returned and asked != "loop":
+            return ModelResponse(parts=[TextPart(f"answer to {asked}: {returned[-1].content}")])
+        return ModelResponse(parts=[ToolCallPart("search", {"query": "laptops"},
+                                                 tool_call_id=f"c{len(messages)}")])
+
+
+def _guarded(tally: Tally, body: object, **options: object) -> Agent[None, str]:
+    """An agent whose tools are given as ``tools=`` and by decorator, guarded by the capability."""
+    search, *others = tools(tally)
+    agent: Agent[None, str] = Agent(FunctionModel(body), tools=others,  # type: ignore[arg-type]
+                                    capabilities=[LoopGuard(**options)])  # type: ignore[arg-type]
+    agent.tool_plain(search)
+    return agent
+
+
+def test_a_server_that_only_adds_the_capability_keeps_concurrent_requests_apart() -> None:
+    tally = Tally()
+    agent = _guarded(tally, Request())
+
+    async def request(text: str) -> str:
+        return (await agent.run(text)).output
+
+    async def main() -> list[str]:
+        return await asyncio.gather(*(request(f"r{i}") for i in range(6)), request("loop"))
+
+    with capture_logs():
+        *answers, looped = asyncio.run(main())
+        assert answers == [f"answer to r{i}: 3 results for laptops" for i in range(6)]
+        assert looped.startswith("Stopped: the agent was looping")
+        assert tally.total - 6 <= 5
+        later = agent.run_sync("later").output
+    assert later == "answer to later: 3 results for laptops"
+
+
+def test_the_capability_guards_decorator_and_tools_argument_tools_and_ends_a_kill_with_an_answer() -> None:
+    tally = Tally()
+    model = Stuck("alternate")  # tool_a and tool_b, given with tools=
+    with capture_logs():
+        output = _guarded(tally, model).run_sync("find me a laptop").output
+    assert output.startswith("Stopped: the agent was looping (cycle")
+    assert tally.total == 7
+
+
+def test_exit_behavior_error_raises_the_loop_detected_of_the_killed_run() -> None:
+    tally = Tally()
+    with capture_logs(), pytest.raises(LoopDetected) as raised:
+        _guarded(tally, Stuck("same"), exit_behavior="error").run_sync("go")
+    assert raised.value.stats.calls == 3 and raised.value.stats.killed
+
+
+def test_a_skip_only_agent_that_keeps_searching_is_ended_by_escalation() -> None:
+    tally = Tally()
+    with capture_logs():
+        output = _guarded(tally, Stuck("same"), on_loop="skip").run_sync("go").output
+    assert output.startswith("Stopped: the agent was looping") and tally.total <= 10
+
+
+def test_a_warning_reaches_the_model_as_a_note_on_the_tool_result() -> None:
+    tally = Tally()
+    model = Stuck("same")
+    with capture_logs(), pytest.raises(UsageLimitExceeded):
+        _guarded(tally, model, on_loop="warn").run_sync("go")
+    assert model.shown[1] == "3 results for laptops"
+    assert model.shown[3].startswith(
+        "3 results for laptops\n\n[fuzeguard warning] You called `search` with the same arguments 4"
+    )
+
+
+def test_the_toolset_alone_judges_each_run_in_a_run_of_its_own() -> None:
+    tally = Tally()
+    toolset = loop_guard(FunctionToolset(tools(tally)))
+    agent: Agent[None, str] = Agent(FunctionModel(Request()), toolsets=[toolset])
+    with capture_logs():
+        answers = [agent.run_sync(f"r{i}").output for i in range(5)]
+    assert answers == [f"answer to r{i}: 3 results for laptops" for i in range(5)]

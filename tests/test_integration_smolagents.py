@@ -18,7 +18,7 @@ from structlog.testing import capture_logs
 
 import fuzeguard
 from fuzeguard import LoopDetected
-from fuzeguard.integrations.smolagents import guarded_tool, stop_on_kill
+from fuzeguard.integrations.smolagents import LoopGuard, guarded_tool, stop_on_kill
 from tests.stuck_agents import ACTIONS, VARIANTS, Behaviour, Tally, check, script, short, tools
 
 
@@ -107,11 +107,11 @@ def test_without_the_callback_a_kill_does_not_end_the_run() -> None:
     assert tally.total == 3
 
 
-def test_a_skip_shows_the_model_the_message_and_the_tool_never_runs_again() -> None:
+def test_a_skip_shows_the_model_the_message_and_escalates_to_a_kill() -> None:
     tally = Tally()
     agent, model = _agent("skip", "alternate", tally)
     ended, _ = _run(agent)
-    assert ended.startswith("returned") and tally.total == 7
+    assert ended == "LoopDetected raised by stop_on_kill" and tally.total == 7
     assert "You are going round in a cycle" in model.shown[7]
 
 
@@ -121,3 +121,129 @@ def test_the_ladder_ends_an_alternation_at_its_tenth_call() -> None:
     ended, _ = _run(agent)
     assert ended == "LoopDetected raised by stop_on_kill"
     assert model.turns == 10 and tally.total == 8
+
+
+class RequestModel(Model):
+    """A server's model: a request for "loop" searches for ever; any other request searches once,
+    then answers with what it found (smolagents' final_answer tool)."""
+
+    def __init__(self, code: bool = False) -> None:
+        super().__init__(model_id="request")
+        self.code = code
+        self.shown: list[str] = []
+
+    def generate(self, messages: list[Any], stop_sequences: Any = None, response_format: Any = None,
+                 tools_to_call_from: Any = None, **kwargs: Any) -> ChatMessage:
+        texts = []
+        for message in messages:
+            content = message["content"] if isinstance(message, dict) else message.content
+            texts.append(" ".join(c.get("text", "") for c in content) if isinstance(content, list)
+                         else str(content))
+        self.shown.append(texts[-1])
+        asked = "loop" if any("TASK: loop" in t for t in texts) else next(
+            t.split("TASK: ")[1].split()[0] for t in texts if "TASK: " in t)
+        found = "Observation:" in texts[-1] or "3 results" in texts[-1]
+        name, args = ("final_answer", {"answer": f"answer to {asked}"}) if found and asked != "loop" \
+            else ("search", {"query": "laptops"})
+        if self.code:
+            code = f"final_answer({args['answer']!r})" if name == "final_answer" \
+                else "print(search(query='laptops'))"
+            return ChatMessage(role=MessageRole.ASSISTANT, content=f"Thought: go\n<code>\n{code}\n</code>")
+        call = ChatMessageToolCall(id=f"c{len(messages)}", type="function",
+                                   function=ChatMessageToolCallFunction(name=name, arguments=args))
+        return ChatMessage(role=MessageRole.ASSISTANT, content="", tool_calls=[call])
+
+
+def _guarded_agent(tally: Tally, guard: LoopGuard, *, code: bool = False, **kwargs: Any) -> Any:
+    from smolagents import CodeAgent
+    from smolagents import tool as smol_tool
+
+    kind = CodeAgent if code else ToolCallingAgent
+    agent = kind(tools=[smol_tool(f) for f in tools(tally)], model=RequestModel(code),
+                 verbosity_level=0, **kwargs)
+    return guard.protect(agent)
+
+
+@pytest.mark.parametrize("code", [False, True], ids=["ToolCallingAgent", "CodeAgent"])
+def test_a_server_that_only_adds_the_guard_keeps_concurrent_requests_apart(code: bool) -> None:
+    """6 legitimate requests and 1 looping one at once in threads, one agent per request, no
+    fuzeguard.run(); a CodeAgent runs its tools in a worker thread of its own."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    tally = Tally()
+    guard = LoopGuard()
+
+    def request(text: str) -> str:
+        return str(_guarded_agent(tally, guard, code=code).run(f"TASK: {text}"))
+
+    with capture_logs(), ThreadPoolExecutor(7) as pool:
+        *answers, looped = pool.map(request, [*(f"r{i}" for i in range(6)), "loop"])
+        assert answers == [f"answer to r{i}" for i in range(6)]
+        assert looped.startswith("Stopped: the agent was looping")
+        assert tally.total - 6 <= 5
+        assert request("later") == "answer to later"
+
+
+def test_a_kill_ends_the_run_with_the_final_answer_or_raises_with_exit_behavior_error() -> None:
+    tally = Tally()
+    with capture_logs():
+        answer = _guarded_agent(tally, LoopGuard()).run("TASK: loop")
+        assert answer.startswith("Stopped: the agent was looping (dedup at tool call 4")
+        with pytest.raises(LoopDetected) as raised:
+            _guarded_agent(tally, LoopGuard(exit_behavior="error")).run("TASK: loop")
+    assert raised.value.stats.calls == 3 and raised.value.stats.killed
+
+
+def test_a_streamed_run_ends_with_a_final_answer_step() -> None:
+    from smolagents.memory import FinalAnswerStep
+
+    tally = Tally()
+    with capture_logs():
+        steps = list(_guarded_agent(tally, LoopGuard()).run("TASK: loop", stream=True))
+    assert isinstance(steps[-1], FinalAnswerStep)
+    assert steps[-1].output.startswith("Stopped: the agent was looping")
+    assert tally.total == 3
+
+
+def test_a_skip_only_agent_that_keeps_searching_is_ended_by_escalation() -> None:
+    tally = Tally()
+    with capture_logs():
+        answer = _guarded_agent(tally, LoopGuard(on_loop="skip")).run("TASK: loop")
+    assert answer.startswith("Stopped: the agent was looping") and tally.total <= 10
+
+
+def test_a_warning_reaches_the_model_as_a_note_on_the_observation() -> None:
+    tally = Tally()
+    agent = _guarded_agent(tally, LoopGuard(on_loop="warn"), max_steps=5)
+    with capture_logs():
+        agent.run("TASK: loop")
+    noted = [t for t in agent.model.shown if "[fuzeguard warning] You called `search`" in t]
+    assert noted and "3 results for laptops" in noted[0]
+
+
+def test_tool_subclasses_and_managed_agents_are_guarded_and_the_originals_untouched() -> None:
+    from smolagents import Tool
+
+    ran: list[str] = []
+
+    class Search(Tool):
+        name = "search"
+        description = "Search the web."
+        inputs = {"query": {"type": "string", "description": "what"}}  # noqa: RUF012
+        output_type = "string"
+
+        def forward(self, query: str) -> str:
+            ran.append(query)
+            return "3 results for laptops"
+
+    original = Search()
+    worker = ToolCallingAgent(tools=[original], model=RequestModel(), verbosity_level=0,
+                              name="worker", description="Searches.")
+    manager = ToolCallingAgent(tools=[], model=RequestModel(), verbosity_level=0,
+                               managed_agents=[worker])
+    LoopGuard().protect(manager)
+    assert worker.tools["search"] is not original
+    assert original("x") == "3 results for laptops"  # the original is not guarded
+    with capture_logs():
+        answer = worker.run("TASK: loop")
+    assert answer.startswith("Stopped: the agent was looping") and len(ran) == 1 + 3

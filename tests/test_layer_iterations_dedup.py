@@ -93,7 +93,7 @@ def test_iterations_waives_the_cap_for_writes_acknowledged_alike() -> None:
 def test_iterations_caps_a_function_that_keeps_failing_the_same_way() -> None:
     """New arguments are exploration, but not when every call fails with the same error."""
     def fail(i: int) -> None:
-        raise OSError(f"disk error {i}")
+        raise OSError("disk full")
 
     step = guard(fail, name="step", layers=["iterations"])
     with fuzeguard.run(), pytest.raises(LoopDetected) as info:
@@ -132,33 +132,41 @@ def test_iterations_detection_reports_count_and_threshold() -> None:
     assert "`tool`" in d.message
 
 
-def test_dedup_kills_the_fourth_identical_call_with_fuze_defaults() -> None:
-    """Fuze layer 2: window_size 10, repeat_threshold 3: the 4th identical call is a loop."""
+def test_dedup_kills_the_third_identical_call_with_the_same_result_by_default() -> None:
+    """The same call with the same result twice and nothing changed since: the 3rd is a loop."""
     search = guard(lambda q: "same results", name="search")
+    assert calls_until_killed(search, ["q"] * 10) == 3
+
+
+def test_dedup_with_fuze_numbers_kills_the_fourth_identical_call() -> None:
+    """Fuze layer 2 allows 3 identical calls: repeat_threshold = 3 makes the 4th the loop."""
+    search = guard(lambda q: "same results", name="search", repeat_threshold=3)
     assert calls_until_killed(search, ["q"] * 10) == 4
 
 
-def test_dedup_warns_early_at_the_third_identical_call() -> None:
-    """OpenFang/Hermes: 'same hash 3+ times' warns; so the 3rd identical call with an unchanged
-    result gets a warning before Fuze's threshold acts on the 4th."""
-    search = guard(lambda q: "same results", name="search")
+def test_dedup_warns_early_when_an_early_warning_is_set() -> None:
+    """OpenFang/Hermes: 'same hash 3+ times' warns; with Fuze's threshold and a warning at 3, the
+    3rd identical call with an unchanged result gets a warning before the 4th is acted on."""
+    search = guard(lambda q: "same results", name="search", repeat_threshold=3,
+                   repeat_warn_threshold=3)
     with capture_detections() as found, fuzeguard.run(), pytest.raises(LoopDetected):
         for _ in range(4):
             search("q")
     assert [(d.call_index, d.kind, d.action) for d in found] == [(3, "warning", "warn"), (4, "loop", "kill")]
 
 
-def test_dedup_early_warning_can_be_switched_off() -> None:
-    search = guard(lambda q: "r", name="search", repeat_warn_threshold=0)
+def test_dedup_gives_no_early_warning_by_default() -> None:
+    search = guard(lambda q: "r", name="search")
     with capture_detections() as found, fuzeguard.run(), pytest.raises(LoopDetected):
         for _ in range(4):
             search("q")
-    assert [d.call_index for d in found] == [4]
+    assert [(d.call_index, d.kind) for d in found] == [(3, "loop")]
 
 
-def test_dedup_only_counts_inside_the_window() -> None:
-    """Fuze layer 2 sliding window: repeats spread over more than window_size calls are fine."""
-    search = guard(lambda q: f"r-{q}", name="search", max_iterations=1000, layers=["dedup"])
+def test_dedup_remembers_outcomes_over_repeat_memory_calls_only() -> None:
+    """Repeats spread over more than repeat_memory calls are not remembered together."""
+    search = guard(lambda q: f"r-{q}", name="search", max_iterations=1000, layers=["dedup"],
+                   repeat_memory=8)
     args = []
     for _ in range(10):
         args += ["same", *[f"other{i}" for i in range(len(args), len(args) + 4)]]
@@ -174,9 +182,9 @@ def test_dedup_result_aware_repeat_with_changing_result_is_progress() -> None:
 
 def test_dedup_result_aware_counts_the_streak_since_the_result_last_changed() -> None:
     results = iter(["a", "b", "c", "c", "c", "c", "c"])
-    poll = guard(lambda job: next(results), name="fetch_job", repeat_warn_threshold=0)
-    # calls 3,4,5 return "c": the 6th would be the 4th call in a row with the same answer
-    assert calls_until_killed(poll, ["job"] * 7) == 6
+    poll = guard(lambda job: next(results), name="fetch_job")
+    # calls 3 and 4 return "c": the 5th would be the 3rd call with that answer
+    assert calls_until_killed(poll, ["job"] * 7) == 5
 
 
 def test_dedup_spares_identical_waits_between_polls_whose_answer_changes() -> None:
@@ -199,7 +207,7 @@ def test_dedup_still_catches_identical_calls_between_calls_that_change_nothing()
             check_status("deploy-42")
             wait(5)
     by_dedup = [(d.fn, d.call_index) for d in found if d.layer == "dedup"]
-    assert by_dedup == [("pause", 6), ("pause", 8)]
+    assert by_dedup == [("pause", 6)]
 
 
 def test_unchanged_polls_wait_until_the_tenth_and_loop_at_the_twentieth() -> None:
@@ -216,20 +224,35 @@ def test_unchanged_polls_wait_until_the_tenth_and_loop_at_the_twentieth() -> Non
     assert max(d.call_index for d in found) == 39  # the 20th poll is the loop
 
 
-def test_dedup_spares_relisting_a_directory_between_reads_of_new_files() -> None:
+def test_dedup_spares_relisting_a_directory_after_each_file_written() -> None:
     list_dir = guard(lambda path: "a.py b.py c.py d.py e.py f.py", name="list_dir")
-    read_file = guard(lambda path: words(len(path) * ord(path[0])), name="read_file")
+    write_file = guard(lambda path: f"wrote {path}", name="write_file")
     with capture_detections() as found, fuzeguard.run():
         for name in "abcdef":
             list_dir(".")
-            read_file(f"{name}.py")
+            write_file(f"{name}.py")
     assert found == []
+
+
+def test_dedup_stops_relisting_a_directory_between_reads_that_change_nothing() -> None:
+    """What reads return is no change of state: the same listing a third time is a loop, however
+    new the files read between them."""
+    list_dir = guard(lambda path: "a.py b.py c.py d.py e.py f.py", name="list_dir")
+    read_file = guard(lambda path: words(len(path) * ord(path[0])), name="read_file")
+    with capture_detections() as found, fuzeguard.run(), pytest.raises(LoopDetected):
+        for name in "abcdef":
+            list_dir(".")
+            read_file(f"{name}.py")
+    assert [(d.fn, d.call_index) for d in found] == [("list_dir", 5)]
 
 
 def test_dedup_plain_mode_counts_arguments_only() -> None:
     """Fuze's plain behaviour: result_aware = false."""
     results = iter(range(100))
     poll = guard(lambda job: next(results), name="fetch_job", result_aware=False)
+    assert calls_until_killed(poll, ["job"] * 10) == 3
+    poll = guard(lambda job: next(results), name="fetch_job", result_aware=False,
+                 repeat_threshold=3)
     assert calls_until_killed(poll, ["job"] * 10) == 4
 
 
@@ -265,7 +288,7 @@ def test_dedup_treats_a_repeated_error_as_the_same_result() -> None:
                     terminal("make deploy")
                 except OSError:
                     pass
-    assert [d.call_index for d in found] == [3, 4]
+    assert [d.call_index for d in found] == [3]
 
 
 def test_dedup_message_is_written_for_the_model() -> None:
@@ -274,8 +297,9 @@ def test_dedup_message_is_written_for_the_model() -> None:
         for _ in range(4):
             search("q")
     assert info.value.detection.message == (
-        "You called `web_search` with the same arguments 4 times and got the same result each "
-        "time. Try different arguments or another tool."
+        "You called `web_search` with the same arguments 3 times and got the same result each "
+        "time, and nothing changed in between. Use what you have, or try different arguments or "
+        "another tool."
     )
 
 

@@ -12,7 +12,7 @@ ANSWER = "Python's asyncio.wait_for raises TimeoutError when the awaited task ta
 
 
 def varied_failures(n: int, error: type[Exception] = RuntimeError) -> list[Step]:
-    return [Step("terminal", {"command": f"pip install requests=={i}"},
+    return [Step("terminal", {"command": f"./check_release.sh --version 2.{i}"},
                  error=error("Command failed with exit status 1")) for i in range(n)]
 
 
@@ -148,7 +148,7 @@ def test_long_results_are_compared_by_fingerprint_only() -> None:
     assert content_of(big, None) == LARGE
     same = [Step("fetch", {"url": f"https://example.com/?v={i}"}, big) for i in range(12)]
     assert play(same, layers=["progress"]).killed_at == 10
-    grown = [Step("fetch", {"url": f"https://example.com/?v={i}"}, big + f"\nline {i}")
+    grown = [Step("fetch", {"url": f"https://example.com/?v={i}"}, big + f"\nnew item {i}")
              for i in range(6)]
     assert play(grown, layers=["progress"]).detections == []
 

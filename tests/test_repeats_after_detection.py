@@ -1,5 +1,6 @@
-"""Once a pattern is detected, repeating it never runs the real tool again in that run, and a
-model that keeps repeating it climbs the ladder one step per repeat."""
+"""Once a pattern is detected, repeating it never runs the real tool again in that run (unless a
+write changed something since), and a model that keeps repeating it climbs the ladder one step per
+repeat."""
 
 from __future__ import annotations
 
@@ -51,21 +52,48 @@ def _alternate(a: Any, b: Any, n: int) -> list[Any]:
     return out
 
 
-def test_a_skipped_identical_call_never_runs_the_tool_again_in_the_run() -> None:
+def _repeat(tool: Any, n: int) -> list[Any]:
+    out: list[Any] = []
+    for _ in range(n):
+        try:
+            out.append(tool("laptops"))
+        except LoopDetected as exc:
+            out.append(exc)
+            break
+    return out
+
+
+def test_a_skipped_identical_call_never_runs_again_and_is_killed_when_skipping_does_not_help() -> None:
     search, _, _, ran = _tools("skip")
     with fuzeguard.run() as run:
-        out = [search("laptops") for _ in range(50)]
-    assert _shape(out) == "RRR" + "S" * 47
-    assert ran == ["search"] * 3
-    assert run.stats().calls == 3 and run.stats().skipped == 47
+        out = _repeat(search, 50)
+    assert _shape(out) == "RRSSK"
+    assert ran == ["search"] * 2
+    assert run.stats().calls == 2 and run.stats().skipped == 2 and run.stats().killed
 
 
-def test_a_skipped_alternation_never_runs_either_tool_again_in_the_run() -> None:
+def test_a_skipped_alternation_never_runs_either_tool_again_and_is_killed() -> None:
     _, a, b, ran = _tools("skip")
     with fuzeguard.run():
         out = _alternate(a, b, 40)
-    assert _shape(out) == "R" * 7 + "S" * 33
+    assert _shape(out) == "R" * 7 + "SSK"
     assert len(ran) == 7
+
+
+def test_a_ladder_whose_last_step_is_skip_kills_after_two_skips_at_that_step() -> None:
+    search, _, _, ran = _tools(["warn", "skip"])
+    with capture_detections() as found, fuzeguard.run():
+        out = _repeat(search, 20)
+    assert _shape(out) == "RRRSSK"
+    assert [d.action for d in found if d.kind == "loop"] == ["warn", "skip", "skip", "kill"]
+    assert len(ran) == 3
+
+
+def test_a_ladder_ending_in_warn_never_escalates_past_it() -> None:
+    search, _, _, _ = _tools(["skip", "warn"])
+    with fuzeguard.run():
+        out = _repeat(search, 20)
+    assert "K" not in _shape(out)
 
 
 def test_the_ladder_kills_a_two_tool_alternation_at_its_tenth_call() -> None:
@@ -88,11 +116,11 @@ def test_the_ladder_kills_an_identical_call_loop_two_repeats_after_its_first_det
             except LoopDetected as exc:
                 out.append(exc)
                 break
-    assert _shape(out) == "RRRRSK"
+    assert _shape(out) == "RRRSK"
     assert [(d.call_index, d.action) for d in found if d.kind == "loop"] == [
-        (4, "warn"), (5, "skip"), (6, "kill")
+        (3, "warn"), (4, "skip"), (5, "kill")
     ]
-    assert len(ran) == 4
+    assert len(ran) == 3
 
 
 def test_a_cycle_steps_the_ladder_at_each_of_its_calls_whichever_tool_is_pending() -> None:
@@ -111,17 +139,18 @@ def test_a_skipped_call_costs_nothing_and_counts_no_error() -> None:
 
     tool = guard(failing, on_loop="skip", cost=1.0)
     with fuzeguard.run() as run:
-        for _ in range(6):
+        for _ in range(5):
             try:
                 tool("q")
-            except ValueError:
+            except (ValueError, LoopDetected):
                 pass
     stats = run.stats()
-    assert (stats.calls, stats.skipped, stats.errors, stats.cost) == (3, 3, 3, 3.0)
+    assert (stats.calls, stats.skipped, stats.errors, stats.cost) == (2, 2, 2, 2.0)
 
 
-def test_a_repeat_after_other_work_brought_something_new_runs_again() -> None:
-    """Result-aware dedup: new information in between makes the repeat pacing, not a loop."""
+def test_a_skipped_repeat_runs_again_after_a_change_of_state_not_after_a_read() -> None:
+    """State-aware dedup: a write in between may change what the repeat answers, so it runs
+    again; reading something else changes nothing, so the repeat is still answered for."""
     ran: list[str] = []
 
     @guard(on_loop="skip")
@@ -133,9 +162,35 @@ def test_a_repeat_after_other_work_brought_something_new_runs_again() -> None:
     def read(path: str) -> str:
         return f"contents of {path}"
 
+    @guard(on_loop="skip")
+    def write_file(path: str) -> str:
+        return "written"
+
     with fuzeguard.run():
-        for _ in range(4):
-            search("laptops")
+        out = _repeat(search, 3)
         read("new-file.txt")
-        search("laptops")
+        out += _repeat(search, 1)
+        write_file("notes.txt")
+        out += _repeat(search, 2)
+    assert _shape(out) == "RRS" + "S" + "RR"
     assert len(ran) == 4
+
+
+def test_a_skip_only_search_that_keeps_finding_nothing_is_ended_within_ten_tool_runs() -> None:
+    """New queries, each answered "No results found.": the skipped call stays a search in the
+    history, so the stale run goes on, and two skips that did not help end the run."""
+    ran: list[str] = []
+
+    @guard(on_loop="skip")
+    def search(query: str) -> str:
+        ran.append(query)
+        return "No results found."
+
+    with capture_detections() as found, fuzeguard.run() as run:
+        for i in range(50):
+            try:
+                search(f"laptop {i}")
+            except LoopDetected:
+                break
+    assert run.killed is not None and len(ran) <= 10
+    assert [d.action for d in found if d.kind == "loop"] == ["skip", "skip", "kill"]

@@ -42,7 +42,9 @@ def test_a_trace_with_only_function_names_still_counts_iterations(tmp_path: Path
 def test_unknown_results_count_as_repeats_for_dedup(tmp_path: Path) -> None:
     """Lines without "result" replay as calls whose outcome is unknown (dedup: a repeat)."""
     path = _write(tmp_path / "t.jsonl", [{"fn": "search", "args": {"q": "x"}}] * 4)
-    assert _found(_replay(path)) == [(3, "dedup", "warn"), (4, "dedup", "kill")]
+    summary = _replay(path)
+    assert _found(summary) == [(3, "dedup", "kill")]
+    assert summary.not_evaluated == 1
 
 
 def test_changing_recorded_results_are_progress_not_a_loop(tmp_path: Path) -> None:
@@ -50,8 +52,8 @@ def test_changing_recorded_results_are_progress_not_a_loop(tmp_path: Path) -> No
     lines = [{"fn": "get_job", "args": {"job": 1}, "result": {"state": s, "request_id": i}}
              for i, s in enumerate(["queued", "running", "done", "done", "done", "done"])]
     path = _write(tmp_path / "t.jsonl", lines)
-    # request_id is volatile: the last four "done" answers are the same result.
-    assert _found(_replay(path)) == [(5, "dedup", "warn"), (6, "dedup", "kill")]
+    # request_id is volatile: the "done" answers are the same result, the third of them a loop.
+    assert _found(_replay(path)) == [(5, "dedup", "kill")]
 
 
 def test_after_a_kill_the_rest_of_the_trace_is_not_evaluated(tmp_path: Path) -> None:
@@ -63,10 +65,10 @@ def test_after_a_kill_the_rest_of_the_trace_is_not_evaluated(tmp_path: Path) -> 
 
 
 def test_a_call_the_replay_skips_is_not_executed_but_counts_as_a_repeat(tmp_path: Path) -> None:
-    """The skipped 4th call stays in the history as a repeat, as live: the 5th is the 5th."""
+    """The skipped 3rd call stays in the history as a repeat, as live: the 4th is the 4th."""
     path = _write(tmp_path / "t.jsonl", [{"fn": "s", "args": {"q": 1}, "result": "r"}] * 5)
     summary = _replay(path, {"defaults": {"on_loop": ["skip", "skip", "kill"]}})
-    assert _found(summary) == [(3, "dedup", "warn"), (4, "dedup", "skip"), (5, "dedup", "skip")]
+    assert _found(summary) == [(3, "dedup", "skip"), (4, "dedup", "skip"), (5, "dedup", "kill")]
     assert [d.detection.count for d in summary.detections] == [3, 4, 5]
 
 
@@ -97,7 +99,8 @@ def test_runs_sharing_a_trace_file_replay_independently(tmp_path: Path) -> None:
     ]
     summary = _replay(_write(tmp_path / "t.jsonl", lines))
     assert summary.runs == 2
-    assert _found(summary) == [(5, "dedup", "warn"), (6, "dedup", "warn")]
+    # Each run's third identical call is its loop: lines 5 and 6, not line 3.
+    assert _found(summary) == [(5, "dedup", "kill"), (6, "dedup", "kill")]
 
 
 def test_malformed_lines_are_reported_with_file_and_line_and_the_rest_is_replayed(
@@ -143,8 +146,9 @@ def test_recorded_errors_count_toward_error_limits(tmp_path: Path) -> None:
     lines: list[dict[str, Any] | str] = [{"fn": "f", "args": {"n": n}, "error": "TimeoutError: slow"}
                                          for n in range(4)]
     summary = _replay(_write(tmp_path / "t.jsonl", lines),
-                      {"defaults": {"max_consecutive_errors": 3}})
-    assert _found(summary) == [(4, "limits", "kill")]
+                      {"defaults": {"max_consecutive_errors": 2}})
+    # The third failure in a row, before dedup's 4th attempt failing the same way.
+    assert _found(summary) == [(3, "limits", "kill")]
 
 
 def test_function_tables_apply_by_function_name_as_live(tmp_path: Path) -> None:
@@ -200,7 +204,7 @@ def test_results_are_fingerprinted_exactly_as_the_live_guard_did(
     tmp_path: Path, result: Any
 ) -> None:
     """A line without fingerprints gets the ones the live guard computed (before they were keyed
-    for writing): four such lines form one unbroken streak of the same result for dedup."""
+    for writing): three such lines are the same result three times for dedup."""
     import fuzeguard
     from fuzeguard import guard
     from fuzeguard._private.records import Call
@@ -220,5 +224,5 @@ def test_results_are_fingerprinted_exactly_as_the_live_guard_did(
     replayed, _, _ = plan.judge_result(decode_value(line["result"]), Call("tool", 1, b"", {}))
     assert replayed == live
     stripped = {k: v for k, v in line.items() if k not in ("result_fp", "args_fp", "run", "run_info")}
-    path = _write(tmp_path / "stripped.jsonl", [stripped] * 4)
-    assert _found(_replay(path)) == [(3, "dedup", "warn"), (4, "dedup", "kill")]
+    path = _write(tmp_path / "stripped.jsonl", [stripped] * 3)
+    assert _found(_replay(path)) == [(3, "dedup", "kill")]

@@ -302,7 +302,7 @@ def test_fuze_replay_reads_a_fifo(tmp_path: Path, capsys: pytest.CaptureFixture[
     out = capsys.readouterr().out
     assert status == 0
     assert [(d["call"], d["layer"], d["action"]) for d in map(json.loads, out.splitlines())] == [
-        (3, "dedup", "warn"), (4, "dedup", "kill")
+        (3, "dedup", "kill")
     ]
 
 
@@ -327,12 +327,12 @@ def test_a_trace_of_many_run_ids_replays_with_a_bounded_number_of_open_runs(
 
     monkeypatch.setattr(replay, "MAX_OPEN_RUNS", 3)
     lines: list[dict[str, Any] | str] = [{"fn": "t", "run": f"r{i}"} for i in range(6)]
-    lines += [{"fn": "t", "run": "r5"}] * 2  # r5 is still open: its third call is a repeat
+    lines += [{"fn": "t", "run": "r5"}] * 2  # r5 is still open: its third call is a loop
     summary = _replay(_write(tmp_path / "t.jsonl", lines), {"defaults": {"layers": ["dedup"]}})
     assert summary.runs == 6
     assert [line for line, _ in _messages(summary)] == [4]
     assert "more than 3 runs open at once" in summary.problems[0].message
-    assert [(d.call, d.detection.kind) for d in summary.detections] == [(8, "warning")]
+    assert [(d.call, d.detection.kind) for d in summary.detections] == [(8, "loop")]
 
 
 ESCAPES = "\x1b[2J\x1b[32mall clear\x1b[0m\x1b]0;pwned\x07\x9b31m\u202eevil"

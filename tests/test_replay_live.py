@@ -171,6 +171,19 @@ def _skip_ladder(run: fuzeguard.Run) -> None:
         web_search("stuck")
 
 
+def _parallel_ladder(run: fuzeguard.Run) -> None:
+    """Three identical calls per marked turn: the ladder steps once per turn, live or replayed."""
+
+    @guard(on_loop=["warn", "skip", "kill"])
+    def web_search(query: str) -> str:
+        return "nothing new"
+
+    for _ in range(5):
+        run.end_turn()
+        for _ in range(3):
+            web_search("stuck")
+
+
 def _closed_stream(run: fuzeguard.Run) -> None:
     """A generator closed early leaves no record live; its trace line says so."""
 
@@ -348,6 +361,7 @@ SCENARIOS: dict[str, list[Scenario]] = {
                  _poll_then_stuck),
         Scenario("errors", {"defaults": {"on_loop": "warn"}}, _failing_tool),
         Scenario("skip ladder", {}, _skip_ladder),
+        Scenario("parallel calls, one step per turn", {}, _parallel_ladder),
         Scenario("observe", {"defaults": {"enabled": "observe"}}, _observe),
     ],
     "cycle": [

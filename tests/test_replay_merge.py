@@ -26,7 +26,7 @@ def test_merged_traces_are_replayed_as_one_run_in_time_order(
                    str(tmp_path / "b.jsonl")])
     found = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert status == 0
-    assert [(f["call"], f["action"]) for f in found] == [(3, "warn"), (4, "kill")]
+    assert [(f["call"], f["action"]) for f in found] == [(3, "kill")]
 
 
 def test_the_same_traces_replayed_one_by_one_show_no_loop(tmp_path: Path) -> None:

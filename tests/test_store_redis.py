@@ -503,7 +503,7 @@ def test_replaying_every_worker_s_trace_merged_by_time_reproduces_the_shared_jud
     live = {g["caught"] for g in got}
     summary = Replayer(Config()).replay_merged(traces)
     assert [k.call for k in summary.kills] == sorted(live)
-    assert [d.detection.layer for d in summary.detections] == ["dedup", "dedup"]
+    assert [d.detection.layer for d in summary.detections] == ["dedup"]
 
 
 def test_replay_never_opens_the_store_the_config_names(

@@ -17,11 +17,11 @@ def looping_tool() -> tuple[object, list[int]]:
 def test_capture_detections_collects_and_stops_collecting() -> None:
     tool, _ = looping_tool()
     with fuzeguard.run(on_loop="warn"), capture_detections() as found:
-        for _ in range(4):
+        for _ in range(3):
             tool("q")  # type: ignore[operator]
     assert [d.layer for d in found] == ["dedup"]
     with fuzeguard.run(on_loop="warn"):
-        for _ in range(4):
+        for _ in range(3):
             tool("q")  # type: ignore[operator]
     assert len(found) == 1
 
@@ -41,7 +41,7 @@ def test_observe_logs_but_never_acts_within_the_block() -> None:
         for _ in range(6):
             tool("q")  # type: ignore[operator]
     assert len(ran) == 6
-    assert len(found) == 3
+    assert len(found) == 4
     assert not r.stats().killed
 
 

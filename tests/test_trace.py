@@ -149,13 +149,13 @@ def test_killed_and_skipped_calls_get_a_line_saying_so(tmp_path: Path) -> None:
         for _ in range(10):
             web_search("q")
     lines = _lines(trace)
-    assert [line.get("action") for line in lines] == [None, None, "warn", "skip", "kill"]
-    skipped, killed = lines[3], lines[4]
+    assert [line.get("action") for line in lines] == [None, None, "skip", "kill"]
+    skipped, killed = lines[2], lines[3]
     assert "result" not in skipped and "result_fp" not in skipped
     assert skipped["detections"][0]["layer"] == "dedup"
     assert killed["detections"][0]["action"] == "kill"
-    # The skipped 4th call counts as one more repeat: the kill is at the 5th identical call.
-    assert killed["detections"][0]["count"] == 5 and killed["detections"][0]["threshold"] == 3
+    # The skipped 3rd call counts as one more repeat: the kill is at the 4th identical call.
+    assert killed["detections"][0]["count"] == 4 and killed["detections"][0]["threshold"] == 2
 
 
 def test_redacted_arguments_never_reach_disk_but_still_fingerprint(tmp_path: Path) -> None:

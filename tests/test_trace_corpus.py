@@ -188,11 +188,11 @@ def test_the_corpus_records_when_each_loop_is_caught() -> None:
         played = play(steps_of(trace))
         caught[trace.name] = (played.first(), played.killed_at)
     assert caught == {
-        "deerflow-2569-search-fetch": (6, 8),  # the 3rd and 4th identical fetch
-        "deerflow-three-tool-cycle": (7, 10),  # dedup: the 3rd and 4th identical `plan`
-        "hermes-terminal-retry": (3, 4),
+        "deerflow-2569-search-fetch": (6, 6),  # the 3rd identical fetch, nothing written
+        "deerflow-three-tool-cycle": (7, 7),  # dedup: the 3rd identical `plan`
+        "hermes-terminal-retry": (3, 3),
         "hermes-terminal-variations": (6, 10),
-        "hermes-read-patch": (5, 7),  # the 3rd and 4th identical read_file
+        "hermes-read-patch": (5, 5),  # the 3rd identical read_file (the patches failed)
         "status-poll-unchanged": (10, 20),
     }
 

@@ -50,7 +50,8 @@ def complete(
     result_fp: bytes | None = None,
     failed: str | None = None,
 ) -> CallRecord:
-    """Record a call that ran: it returned ``result`` or raised ``error``.
+    """Record a call that ran: it returned ``result`` or raised ``error`` (replay may pass both:
+    a trace that recorded the output of a call that failed; what failed is read from it).
 
     ``error_message`` is the ``"Name: message"`` text of the error when it is known better than
     the exception object tells (a trace's recorded text). ``result_fp`` and ``failed`` are what
@@ -58,10 +59,12 @@ def complete(
     """
     value: Any = None
     if error is not None:
+        output = None if result is UNKNOWN else result
         if result_fp is None:
-            result_fp = plan.judge_error(error_message or error_text(error))
+            result_fp = plan.judge_error(error_message or error_text(error), output)
         failed = type(error).__name__
         result = None
+        value = output  # what the failed call printed, when a trace recorded it
     elif result is not UNKNOWN:
         try:
             fp, read_failed, value = plan.judge_result(result, call)
@@ -74,8 +77,9 @@ def complete(
         failed = failed or read_failed
     else:
         result = None
-    if plan.result_features or plan.call_features:
-        features = plan.features(call.arguments, value, error, run._feature_failed)
+    if plan.result_features or plan.call_features or (failed and plan.failure_features):
+        features = plan.features(call.arguments, value, error, run._feature_failed,
+                                 failed is not None)
     else:
         features = _NONE
     record: CallRecord = new_record(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Hashable, Sequence
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Final, Literal
 
 from fuzeguard._private.fastinit import new_decision
 from fuzeguard._private.records import Action, Call, Decision, Detection
@@ -17,6 +17,9 @@ if TYPE_CHECKING:
     from fuzeguard._private.layer import Layer, RunView
 
 _SEVERITY = {"call": 0, "warn": 1, "skip": 2, "kill": 3}
+# A pattern answered by its ladder's last step, "skip", this many times that comes back is killed:
+# skipping did not end the loop (a model that keeps reading "No results found." and searching).
+SKIPS_BEFORE_KILL: Final = 2
 
 
 def decide(
@@ -92,13 +95,23 @@ def check_detection(layer: object, detection: object) -> None:
 def action_for(
     detection: Detection, ladder: Sequence[Action], hits: Callable[[Hashable], int]
 ) -> Action:
-    """The action one detection calls for, before observe mode is applied."""
+    """The action one detection calls for, before observe mode is applied.
+
+    A ladder's last step repeats, except a final ``"skip"``: once a pattern was skipped
+    ``SKIPS_BEFORE_KILL`` times at that step, its next detection kills.
+    """
     if detection.kind == "limit":
         return "kill"
     if detection.kind == "warning":
         return "warn"
     step = hits(pattern_key(detection))
-    return ladder[min(step, len(ladder) - 1)]
+    last = len(ladder) - 1
+    if step < last:
+        return ladder[step]
+    action = ladder[last]
+    if action == "skip" and step - last >= SKIPS_BEFORE_KILL:
+        return "kill"
+    return action
 
 
 def pattern_key(detection: Detection) -> Hashable:

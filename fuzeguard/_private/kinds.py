@@ -1,8 +1,12 @@
-"""What a tool is: ``read``, ``search``, ``write``, ``poll``, ``exec`` or ``model`` (or ``other``).
+"""What a tool is: ``read``, ``search``, ``write``, ``poll``, ``exec``, ``model``, ``noop`` (or
+``other``).
 
 The layers judge "no progress" differently by kind: a poll whose answer does not change is waiting,
 not looping, for a while; a short acknowledgement is progress for a write with new arguments but
-not for a search; the same content written again is a loop even when every receipt is new.
+not for a search; the same content written again is a loop even when every receipt is new. A write
+that succeeds changes the state of the world, so that calls repeated after it may answer anew
+(``fuzeguard.layers._evidence.changes_state``); a ``noop`` tool (``think``, a scratchpad, a
+calculator) changes nothing and tells nothing about the world: the layers look through it.
 
 A function's kind is declared with ``kind = "poll"`` (``[functions.NAME]`` or ``guard(kind=...)``);
 left at ``"auto"``, it is inferred from the function's name and, for tools that take an ``action``
@@ -17,22 +21,29 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any, Final, Literal
 
-Kind = Literal["read", "search", "write", "poll", "exec", "model", "other"]
-KINDS: Final = ("read", "search", "write", "poll", "exec", "model", "other")
+Kind = Literal["read", "search", "write", "poll", "exec", "model", "noop", "other"]
+KINDS: Final = ("read", "search", "write", "poll", "exec", "model", "noop", "other")
 AUTO: Final = "auto"
 
 # Name words, by the kind they suggest. A name's first word decides when it is a verb of a known
 # kind ("update_status" writes); otherwise poll words win ("get_status" polls), then the first
-# word of any kind.
+# word of any kind, wherever it stands ("flight_booking" is no verb, "book_flight" is).
 _WORDS: Final[dict[str, Kind]] = {}
 for _kind, _words in (
+    ("noop", "think thinking thought thoughts scratchpad scratch reflect reflection reason "
+             "reasoning calculate calculator calc math noop"),
     ("model", "output outputs generate generation completion chat llm model respond reply "
-              "answer think thought ask prompt"),
+              "answer ask prompt"),
     ("poll", "poll polling status wait await health healthcheck heartbeat ping progress watch "
              "sleep"),
     ("write", "write edit patch create update insert replace delete remove rm send post put save "
               "set submit commit append upload apply move rename mkdir notify email publish "
-              "deploy modify add message"),
+              "deploy modify add message book reserve cancel transfer pay purchase buy refund "
+              "assign unassign approve reject schedule reschedule register unregister "
+              "enable disable reset restart install uninstall merge checkout exchange archive "
+              "clear drop grant revoke invite share subscribe unsubscribe lock unlock mark tag "
+              "attach detach link unlink copy cp mv touch chmod chown truncate close "
+              "sign confirm change"),
     ("search", "search find grep glob query lookup locate retrieve rg seek"),
     ("read", "read open get fetch view cat list ls show load download describe scroll goto "
              "browse head tail inspect scan"),
@@ -42,8 +53,9 @@ for _kind, _words in (
     for _w in _words.split():
         _WORDS.setdefault(_w, _kind)  # type: ignore[arg-type]
 
-# Verbs with effects decide a name on their own: "update_status" writes, "run_status" runs.
-_VERB_KINDS: Final = frozenset({"write", "exec"})
+# Verbs with effects decide a name on their own: "update_status" writes, "run_status" runs,
+# "think_about_status" changes nothing.
+_VERB_KINDS: Final = frozenset({"write", "exec", "noop"})
 _SPLIT = re.compile(r"[^A-Za-z0-9]+|(?<=[a-z0-9])(?=[A-Z])")
 
 # Arguments that say what a multi-purpose tool does on this call.
@@ -58,6 +70,38 @@ _POLL_COMMAND = re.compile(
     r"[\w./-]+(?:\s+[\w./-]+)?\s+(?:status|health|healthz|wait|poll|ps)(?=$|[\s;&|)])"
     r"|\s--?(?:watch|wait|status)\b",
 )
+
+
+# A shell command that changes files or the environment: output redirected to a file (not to
+# /dev/null or another descriptor), a here-document, a tee, an in-place edit, a command of the
+# file system or version control that writes, a package install, a build. Looked for with quoted
+# strings blanked out (``grep 'a > b'`` writes nothing), except for a Python one-liner that opens
+# a file for writing.
+_WRITE_COMMAND = re.compile(
+    r"""(?:^|[^<>&0-9-])[12]?>>?\s*(?!\s*(?:/dev/null|&))[\w"'./$~{-]
+    | <<-?\s*(?:''|""|\w)
+    | (?:^|[;&|(`]\s*|\bsudo\s+|\bxargs\s+)(?:
+        tee|rm|rmdir|mv|cp|mkdir|touch|chmod|chown|ln|truncate|dd|unzip|patch|install
+      | sed\s+(?:-\w+\s+)*-i | perl\s+(?:-\w+\s+)*-\w*i
+      | git\s+(?:apply|am|checkout|switch|restore|reset|stash|commit|add|rm|mv|merge|rebase
+          |cherry-pick|revert|clean|pull|init|clone)
+      | (?:pip3?|python3?\s+-m\s+pip|uv\s+pip|conda|npm|yarn|pnpm|apt|apt-get|brew|gem|cargo)
+          \s+(?:install|add|uninstall|remove|build)
+      | make | cmake | mvn | gradle | \./gradlew | \./mvnw | javac | tar\s+-?\w*x
+      | python3?\s+setup\.py
+      )(?=$|[\s;&|)])""",
+    re.VERBOSE | re.MULTILINE,
+)
+_QUOTED = re.compile(r"'[^'\n]*'|\"[^\"\n]*\"")
+_CODE_WRITE = re.compile(r"\bopen\([^)]*,\s*['\"][wax]b?\+?['\"]|\.write_(?:text|bytes)\(")
+
+
+def writes(command: str) -> bool:
+    """Whether a shell command changes files or the environment (see ``_WRITE_COMMAND``)."""
+    command = command[:4000]
+    if _WRITE_COMMAND.search(_QUOTED.sub("''", command)) is not None:
+        return True
+    return ("open(" in command or ".write_" in command) and _CODE_WRITE.search(command) is not None
 
 
 def words(name: str) -> list[str]:
@@ -93,7 +137,8 @@ def call_kind(kind: Kind, arguments: Mapping[str, Any]) -> Kind:
     """Refine an inferred kind with what one call's arguments say it does.
 
     ``message(action="send")`` writes and ``process(action="poll")`` polls; a shell command that
-    checks a status, lists processes or sleeps is a poll.
+    checks a status, lists processes or sleeps is a poll, and one that writes a file, installs a
+    package or builds is a write (``writes``).
     """
     for key in _ACTION_ARGS:
         value = arguments.get(key)
@@ -108,6 +153,8 @@ def call_kind(kind: Kind, arguments: Mapping[str, Any]) -> Kind:
             if type(value) is str:
                 if _POLL_COMMAND.search(value[:500].strip()):
                     return "poll"
+                if writes(value):
+                    return "write"
                 break
     return kind
 

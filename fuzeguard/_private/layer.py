@@ -167,6 +167,9 @@ class Feature:
 
     key: str
     extract: Callable[[Mapping[str, Any], Any, BaseException | None], Any]
+    #: Extracted only for calls that failed (raised, or returned a result that reads as an
+    #: error); other calls keep nothing under ``key``, at no cost.
+    failures_only: bool = False
 
 
 @runtime_checkable

@@ -55,10 +55,12 @@ class FunctionOptions(TypedDict, total=False):
     max_iterations: int | None
     result_aware: bool
     window_size: int
+    repeat_memory: int
     repeat_threshold: int
     repeat_warn_threshold: int
     poll_threshold: int
     poll_warn_threshold: int
+    similarity_threshold: float
     cycle_min_length: int
     cycle_max_length: int
     cycle_repeats: int
@@ -68,7 +70,6 @@ class FunctionOptions(TypedDict, total=False):
     cost_velocity_per_minute: float | None
     progress_window: int
     progress_warn_window: int
-    similarity_threshold: float
     similarity_window: int
     similarity_min_length: int
     embed: str | Callable[[str], Sequence[float]] | None  # "package.module:function" or a function

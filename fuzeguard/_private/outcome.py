@@ -71,6 +71,8 @@ _VOLATILE_TOKEN = re.compile(
       | \d?:\d\d:\d\d(?:[.,]\d+)?                                                    # clock
       | \d*(?:\.\d+)?\s?(?:ms|msec|milliseconds?|s|secs?|seconds?|µs|us|ns|min|minutes?)(?!\w)
       | \d{9}(?:\d{3})?(?![\w.])                                                    # epoch, id
+      | (?<=[A-Za-z]:\d)\d*(?::\d+)?(?=:)              # a position: Foo.java:12: error, a.py:3:5:
+      | (?<=\[\d)\d*,\s?\d+(?=\])                                  # a position: Foo.java:[12,5]
       | (?P<digest>[0-9a-fA-F]{6,})(?![\w-])                      # digest: checked by _hex
       )
     | (?<=[a-fA-F])(?:
@@ -81,12 +83,15 @@ _VOLATILE_TOKEN = re.compile(
     re.VERBOSE,
 )
 _COUNTERS = ("pid", "PID", "process", "attempt", "try", "retry", "revision", "rev", "execution",
-             "iteration", "run", "job", "request", "session", "conversation", "build")
+             "iteration", "run", "job", "request", "session", "sess", "conversation", "build")
 # Every branch starts with a literal character, so the engine jumps between candidate places.
 _WORD_LED = re.compile(
     "|".join(
         [
-            *(rf"{w}\s?[#:=]?\s?\d+(?!\w)" for c in _COUNTERS for w in {c, c.capitalize()}),
+            # pid 4242, session sess-17, job job_12
+            *(rf"{w}\s?[#:=]?\s?(?:[A-Za-z]{{1,8}}[-_])?\d+(?!\w)"
+              for c in _COUNTERS for w in {c, c.capitalize()}),
+            r"[Ll]ine\s\d+(?!\w)", r"LINE\s\d+(?!\w)",  # line 47872, Cell In[1], line 10
             r"id(?<![A-Za-z]id)\s?[=:]\s?[\"']?[\w.-]+",  # id=4, request_id: ab12
             r"ID(?<![A-Za-z]ID)\s?[=:]\s?[\"']?[\w.-]+",
             r"Id(?<=[a-z]Id)\s?[=:]\s?[\"']?[\w.-]+",  # messageId=om_1
@@ -100,7 +105,7 @@ _WORD_LED = re.compile(
 # directory. Plain substring tests on the lowercased text rule most texts out at once.
 _WORD_HINTS: Final = ("id", "process", "attempt", "try", "rev", "execution", "iteration", "run",
                       "job", "request", "session", "conversation", "build", "[", "/tmp/",
-                      "/var/folders/")
+                      "/var/folders/", "line ", "sess")
 _SHELL_LINE = re.compile(r"^(?:[\w./-]+:\ )?line\ \d+:", re.MULTILINE)  # bash: line 12:
 _HAS_DIGIT = re.compile(r"\d")
 # Long texts are masked at both ends, where tools print timings, ids and counters; the middle of a
@@ -122,6 +127,24 @@ _ERROR_LINE = re.compile(
         |is\ not\ recognized\ as\ an\ internal\ or\ external\ command))""",
     re.VERBOSE,
 )
+# Error lines looked for between the ends of a command's output (``read_failure``, deep): stricter
+# than at the ends (a name-led error needs its message, and a line may be led by a list mark or
+# a linter's code, as in ``- E999 SyntaxError: invalid syntax``).
+_DEEP_ERROR = re.compile(
+    r"""^[ \t]*(?:[-*>|]\s+)?(?:[A-Z]\d{2,4}\s+)?(?:
+      [A-Za-z_][\w.]*(?:Error|Exception)\b:\s*\S.*
+    | \[(?:ERROR|FATAL)\].*
+    | (?:error|ERROR|Error|fatal|FATAL|Fatal)\b\s*:\s*\S.*
+    | BUILD\ FAILURE.*
+    | .{0,200}?(?:command\ not\ found|No\ such\ file\ or\ directory|Permission\ denied).*
+    )$""",
+    re.VERBOSE | re.MULTILINE,
+)
+_TRACEBACK_END = re.compile(
+    r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning)\b.*$", re.MULTILINE
+)
+_TRACEBACK_LOOK: Final = 65536
+_FAILURE_CHARS: Final = 300
 _ECHO = re.compile(
     r"'[^'\n]*'|\"[^\"\n]*\"|`[^`\n]*`|\b0x[0-9a-fA-F]+\b|\b[0-9a-fA-F]{8,}\b|\d+(?:\.\d+)?"
 )
@@ -259,23 +282,60 @@ def error_text(error: BaseException) -> str:
     return f"{name}: {message}" if message else name
 
 
+def failure_fingerprint(label: str | None, detail: str | None = None) -> bytes:
+    """The fingerprint of a failure, by what failed: its ``"Name: message"`` label (an exception,
+    a recorded error) and the error line found in its output, each with its volatile parts masked
+    (line numbers, counters, ids, pids, times), so that the same failure matches itself however
+    its message drifts, and two different failures stay apart."""
+    return fingerprint((
+        "failed",
+        mask_text(label[:_FAILURE_CHARS]) if label else "",
+        mask_text(detail[:_FAILURE_CHARS]) if detail else "",
+    ))
+
+
+def output_failure(output: Any) -> str:
+    """What failed, read from the output of a call that is known to have failed (a trace line
+    with both an ``error`` and a ``result``): the error line found anywhere in it, else its last
+    line."""
+    if type(output) is not str:
+        return ""
+    line = _failure_text(output, True)
+    if line:
+        return line
+    tail = output[-_FAILURE_CHARS:].rstrip().rpartition("\n")[2]
+    return tail.strip()
+
+
 def error_template(text: str) -> str:
     """A failure's ``"Name: message"`` text with the parts that echo inputs masked (quoted
     strings, numbers, hex ids): ``No such file: 'a.py'`` and ``... 'b.py'`` share one template."""
     return _ECHO.sub("_", text[:_TEMPLATE_CHARS])
 
 
-def error_fingerprint(text: str) -> bytes:
-    """The fingerprint of a failure: that of its template (see ``error_template``)."""
-    return fingerprint(("error", error_template(text)))
+def reads_as_error(value: Any, deep: bool = False) -> bool:
+    """Whether a result that did not raise still reports a failure (see the module doc); ``deep``
+    also looks for the error between the ends of a text (``read_failure``)."""
+    return read_failure(value, deep) is not None
 
 
-def reads_as_error(value: Any) -> bool:
-    """Whether a result that did not raise still reports a failure (see the module doc)."""
+def read_failure(value: Any, deep: bool = False) -> str | None:
+    """What a result that did not raise reports as its failure, or ``None`` when it reads as no
+    failure: the error line of a text, ``""`` for a mapping that reports one (the mapping is the
+    failure as a whole).
+
+    A text is read at its ends: its first line, or one of its last three (a traceback or a
+    compiler ends with the error; a notebook adds a line or two after it). ``deep`` looks at every
+    line near either end as well, for the output of a command or an edit: a ``SyntaxError`` followed
+    by a footer, a build's ``[ERROR]`` lines, the last line of a traceback in the middle. Reads and
+    searches are not read deeply: a file or a search hit that shows an error line is content."""
     try:
-        return _reads_as_error(value, 0)
+        t = type(value)
+        if t is str:
+            return _failure_text(value, deep)
+        return "" if _reads_as_error(value, 0) else None
     except Exception:
-        return False
+        return None
 
 
 def _error_word(text: str) -> bool:
@@ -293,19 +353,51 @@ def _error_word(text: str) -> bool:
     return False
 
 
+def _failure_text(text: str, deep: bool) -> str | None:
+    """``read_failure`` of a text: its error line, or None."""
+    if not text or not _error_word(text):
+        return None
+    first = text[:_ERROR_LOOK]
+    if _ERROR_LINE.match(first):
+        if deep or first.lstrip().startswith("Traceback"):
+            found = _traceback_error(text)
+            if found:
+                return found
+        return _first_line(first)
+    tail = text[-_ERROR_LOOK:].rstrip().splitlines()[1:][-3:]
+    for line in tail:
+        if _ERROR_LINE.match(line):
+            return line.strip()[:_FAILURE_CHARS]
+    if not deep:
+        return None
+    found = _traceback_error(text)
+    if found:
+        return found
+    for part in (first, text[-_ERROR_LOOK:]) if len(text) > _ERROR_LOOK else (text,):
+        match = _DEEP_ERROR.search(part)
+        if match:
+            return match.group().strip()[:_FAILURE_CHARS]
+    return None
+
+
+def _first_line(text: str) -> str:
+    return text.lstrip().partition("\n")[0].strip()[:_FAILURE_CHARS]
+
+
+def _traceback_error(text: str) -> str | None:
+    """The error a Python traceback in ``text`` ends with (its first unindented ``Name: ...``
+    line after the ``Traceback`` line), or None."""
+    start = text.find("Traceback (most recent call last)")
+    if start < 0:
+        return None
+    match = _TRACEBACK_END.search(text, start, start + _TRACEBACK_LOOK)
+    return match.group().strip()[:_FAILURE_CHARS] if match else None
+
+
 def _reads_as_error(value: Any, depth: int) -> bool:
     t = type(value)
     if t is str:
-        if not value:
-            return False
-        if not _error_word(value):
-            return False
-        first = value[:2000]
-        if _ERROR_LINE.match(first):
-            return True
-        # A traceback or a compiler ends with the error; a notebook adds a line or two after it.
-        lines = value[-2000:].rstrip().splitlines()[1:][-3:]
-        return any(_ERROR_LINE.match(line) for line in lines)
+        return _failure_text(value, False) is not None
     if depth > 2:
         return False
     if isinstance(value, Mapping):

@@ -27,8 +27,9 @@ from fuzeguard._private.layer import (
 )
 from fuzeguard._private.outcome import (
     TEXT_ERROR,
-    error_fingerprint,
-    reads_as_error,
+    failure_fingerprint,
+    output_failure,
+    read_failure,
     skeleton,
 )
 from fuzeguard._private.records import Call, Detection
@@ -41,6 +42,9 @@ CallExtractor = tuple[
 
 _EMPTY = inspect.Parameter.empty
 _WORDY = re.compile(r"[^\W_]")
+# Kinds whose text results are read for an error between their ends as well (``read_failure``):
+# what runs or changes something reports its failure wherever its output puts it.
+_READ_DEEP = frozenset({"exec", "write", "other"})
 _POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
 
 
@@ -209,6 +213,8 @@ class Plan:
     # of most others once bound (``argprint.py``); None where they cannot be made.
     bind_and_print: BindAndPrint | None = None
     print_bound: PrintBound | None = None
+    # What is kept of the calls that failed only (``Feature.failures_only``).
+    failure_features: tuple[CallExtractor, ...] = ()
 
     def kind_of(self, arguments: Mapping[str, Any]) -> str:
         """What this call does: the declared kind, or the inferred one refined by the arguments."""
@@ -216,7 +222,9 @@ class Plan:
 
     def judge_result(self, result: Any, call: Call) -> tuple[bytes, str | None, Any]:
         """A completed call's outcome, live or replayed: the fingerprint of its skeleton (volatile
-        parts out), ``"ErrorResult"`` if it reads as an error, and the skeleton itself.
+        parts out), ``"ErrorResult"`` if it reads as an error, and the skeleton itself. A text that
+        reads as an error is fingerprinted by what failed: its error line, masked
+        (``failure_fingerprint``).
 
         A model's output without a word in it (a divider, a run of symbols) means nothing, so it
         is never the same as another: it gets a fingerprint of its own.
@@ -231,12 +239,18 @@ class Plan:
             value = result
         if call.kind == "model" and type(value) is str and not _WORDY.search(value):
             return fingerprint(("wordless", call.index)), None, value
-        return fingerprint(value), (TEXT_ERROR if reads_as_error(result) else None), value
+        failure = read_failure(result, call.kind in _READ_DEEP)
+        if failure is None:
+            return fingerprint(value), None, value
+        if failure:
+            return failure_fingerprint(None, failure), TEXT_ERROR, value
+        return fingerprint(value), TEXT_ERROR, value
 
     @staticmethod
-    def judge_error(text: str) -> bytes:
-        """A failed call's outcome fingerprint, from its ``"Name: message"`` text."""
-        return error_fingerprint(text)
+    def judge_error(text: str, output: Any = None) -> bytes:
+        """A failed call's outcome fingerprint, from its ``"Name: message"`` text and, when it is
+        known (a trace that recorded both), the output it printed (``output_failure``)."""
+        return failure_fingerprint(text, output_failure(output) if output is not None else None)
 
     def features(
         self,
@@ -244,8 +258,10 @@ class Plan:
         result: Any,
         error: BaseException | None,
         on_error: Callable[[str, Exception], object] | None = None,
+        failed: bool = False,
     ) -> dict[str, Any]:
-        """What the layers keep of one completed call (``CallRecord.features``), live or replayed.
+        """What the layers keep of one completed call (``CallRecord.features``), live or replayed;
+        ``failed``: the call failed, and the features kept of failures only are extracted too.
 
         An extractor that raises keeps nothing of this call (its key is left out, which layers
         read as "nothing known") and each layer that reads that key is reported to ``on_error``;
@@ -259,7 +275,10 @@ class Plan:
                 if on_error is not None:
                     for name in readers:
                         on_error(name, exc)
-        for key, call_extract, readers in self.call_features:
+        extractors = (
+            self.call_features + self.failure_features if failed else self.call_features
+        )
+        for key, call_extract, readers in extractors:
             try:
                 out[key] = call_extract(arguments, result, error)
             except Exception as exc:
@@ -329,7 +348,7 @@ def build_plan(
     )
     binder = Binder(fn, settings.ignore_args)
     prefix = encode(name) + b"\x00"
-    result_features, call_features = _extractors(f"guard({name})", layers)
+    result_features, call_features, failure_features = _extractors(f"guard({name})", layers)
     return Plan(
         name=name,
         settings=settings,
@@ -355,6 +374,7 @@ def build_plan(
             compile_printer(tuple(n for n in binder.names if n not in binder.excluded), prefix)
             if binder.fast else None
         ),
+        failure_features=failure_features,
     )
 
 
@@ -383,7 +403,7 @@ def _layer_object(where: str, item: Any) -> Layer:
 
 def _extractors(
     where: str, layers: list[Layer]
-) -> tuple[tuple[ResultExtractor, ...], tuple[CallExtractor, ...]]:
+) -> tuple[tuple[ResultExtractor, ...], tuple[CallExtractor, ...], tuple[CallExtractor, ...]]:
     """What the layers keep of each completed call, one extractor per ``CallRecord.features``
     key: a layer's own hook under its name, a shared ``Feature`` under its key, computed once
     however many layers read it. Two different extractors under one key are refused: one of the
@@ -391,6 +411,7 @@ def _extractors(
     owners: dict[str, object] = {}  # key -> what fills it: a layer (its own hook) or a Feature
     # key -> (takes the arguments, extractor, the layers that read it)
     entries: dict[str, tuple[bool, Callable[..., Any], tuple[str, ...]]] = {}
+    failures_only: set[str] = set()
 
     def add(key: str, owner: object, with_arguments: bool, extract: Callable[..., Any],
             reader: str) -> None:
@@ -421,7 +442,16 @@ def _extractors(
                         "each must be a fuzeguard.layers.Feature(key, extract)"
                     )
                 add(feature.key, feature, True, feature.extract, reader)
+                if feature.failures_only:
+                    failures_only.add(feature.key)
     return (
         tuple((key, f, readers) for key, (args, f, readers) in entries.items() if not args),
-        tuple((key, f, readers) for key, (args, f, readers) in entries.items() if args),
+        tuple(
+            (key, f, readers) for key, (args, f, readers) in entries.items()
+            if args and key not in failures_only
+        ),
+        tuple(
+            (key, f, readers) for key, (args, f, readers) in entries.items()
+            if key in failures_only
+        ),
     )

@@ -671,7 +671,7 @@ class Replayer:
         # The same completion as a live call's (completion.complete); what the trace left out
         # is unknown, and a recorded fingerprint or failed flag stands for it.
         result: Any = UNKNOWN
-        if error is None and "result" in obj:
+        if "result" in obj:
             result = obj.get("result")
             if tagged:
                 result = decode_value(result)

@@ -354,7 +354,11 @@ class Run(RunState):
             self._drain()
 
     def end_turn(self) -> None:
-        """End the current turn: per-turn counters (``max_calls_per_turn``) start again."""
+        """End the current turn: per-turn counters (``max_calls_per_turn``) start again.
+
+        Once a run's turns are marked this way (the integrations end one at each model call), an
+        escalation ladder steps at most once per turn for each pattern: identical calls the model
+        sent together in one turn are one step."""
         if self._store is not None:
             self._store.end_turn(self)
         else:

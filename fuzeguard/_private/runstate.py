@@ -87,6 +87,11 @@ class RunState:
         self._start = self._now()
         self._killed: Detection | None = None
         self._hits: dict[Hashable, int] = {}
+        # Once turns are marked (``end_turn``), the turn in which each pattern last stepped its
+        # ladder: the ladder steps once per model turn, so a batch of identical parallel calls
+        # the model sent at once is one step, not one per call.
+        self._turns_marked = False
+        self._hit_turns: dict[Hashable, int] = {}
         self._detections = 0
         self._detections_by_layer: dict[str, int] = {}
         self._kept: deque[Detection] = deque(maxlen=MAX_KEPT_DETECTIONS)
@@ -158,6 +163,7 @@ class RunState:
         """A new turn begins (lock held): here, or in another process sharing the run."""
         self._turn += 1
         self._turn_calls = 0
+        self._turns_marked = True
         self._outbox.append(TurnEnded(cast("Run", self), self._turn))
 
     def _spent(self, amount: float) -> None:
@@ -260,7 +266,10 @@ class RunState:
             self._killed = decision.detection
 
     def _hit_count(self, key: Hashable) -> int:
-        return self._hits.get(key, 0)
+        hits = self._hits.get(key, 0)
+        if hits and self._turns_marked and self._hit_turns.get(key) == self._turn:
+            return hits - 1  # it stepped in this turn already: this detection takes that step
+        return hits
 
     def _note(self, decision: Decision) -> None:
         for detection in decision.detections:
@@ -270,6 +279,13 @@ class RunState:
             self._kept.append(detection)
             if detection.kind == "loop":
                 key = pattern_key(detection)
+                if self._turns_marked:
+                    turns = self._hit_turns
+                    if turns.get(key) == self._turn:
+                        continue  # this pattern already stepped its ladder in this turn
+                    turns[key] = self._turn
+                    if len(turns) > MAX_PATTERNS:
+                        del turns[next(iter(turns))]
                 hits = self._hits
                 hits[key] = hits.pop(key, 0) + 1  # re-insert: most recently seen last
                 if len(hits) > MAX_PATTERNS:
@@ -305,6 +321,7 @@ class RunState:
             start=self._now() - self._start,
             duration=0.0,
             features={} if model is None or model.in_flight else model.features,
+            kind=call.kind,  # a skipped search is a search: "other" with new arguments is news
         )
         self._append(record)
 

@@ -39,8 +39,8 @@ class Settings:
     on_loop: tuple[str, ...] = setting(
         ("kill",), type="actions", origin="Fuze (kill_on_loop = true); ladder from OpenFang/Hermes",
         doc='"kill", "warn" or "skip", or a ladder such as ["warn", "skip", "kill"] that steps on '
-        "each repeated detection of the same pattern. kill_on_loop = true/false is shorthand for "
-        '"kill"/"warn".',
+        "each repeated detection of the same pattern (a pattern skipped twice at the last step that "
+        'comes back is killed). kill_on_loop = true/false is shorthand for "kill"/"warn".',
     )
     layers: tuple[str, ...] = setting(
         DEFAULT_LAYERS, type="strs", origin="fuzeguard",

@@ -4,13 +4,26 @@ The integrations see a tool call as a name, a mapping of arguments and a way to 
 touch the tool. ``ToolCalls`` gives each tool name its own ``Guard`` (the one ``guard()`` would
 build, with the same options, ``[functions.NAME]`` settings and fingerprints), so a call decided
 here is recorded, judged and traced exactly like a call of a guarded function.
+
+What every integration shows for a decision, so that the frameworks read alike:
+
+- a **skip** answers the call with ``outcome.skipped.value`` (the detection's message by default);
+- a **warn** lets the call run and adds ``warning_note(detection)`` to what the model reads of the
+  result (``with_note``: appended to a text result), or sends it through the framework's own
+  message channel where a result cannot carry it;
+- a **kill** ends the agent with a final answer the application can show, ``final_answer``
+  (the model is not asked again), and keeps ``outcome.error()``, the ``LoopDetected`` whose
+  ``stats`` are those of the run that was killed, for callers who want the exception; a tool call
+  the agent still sends to a killed run is answered with ``stop_message``.
+
+Which run a call is judged in is ``_runs.py``'s: one run per agent invocation by default.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from fuzeguard._private.exceptions import LoopDetected
 from fuzeguard._private.guard import Guard, Pending, Skipped, guard
@@ -34,21 +47,35 @@ class Outcome:
     judge (guarding off, or fuzeguard failing open) is a ``pending`` of None.
     """
 
-    __slots__ = ("killed", "pending", "skipped")
+    __slots__ = ("_error", "killed", "pending", "skipped")
 
     def __init__(
         self,
         pending: Pending | None = None,
         skipped: Skipped | None = None,
-        killed: Detection | None = None,
+        killed: LoopDetected | None = None,
     ) -> None:
         self.pending = pending
         self.skipped = skipped
-        self.killed = killed
+        self._error = killed
+        self.killed: Detection | None = None if killed is None else killed.detection
 
     @property
     def runs(self) -> bool:
         return self.skipped is None and self.killed is None
+
+    @property
+    def warning(self) -> Detection | None:
+        """The detection of a call that goes ahead with a warning (``on_loop="warn"``), or None."""
+        pending = self.pending
+        if pending is None or pending.decision.action != "warn":
+            return None
+        return pending.decision.detection
+
+    def error(self) -> LoopDetected:
+        """The ``LoopDetected`` of a kill: its detection, and the stats of the run it killed."""
+        assert self._error is not None, "error() is for an outcome that killed the run"
+        return self._error
 
     def done(self, result: Any) -> None:
         """Record the tool's result (what the model is shown of it)."""
@@ -58,6 +85,47 @@ class Outcome:
     def fail(self, error: BaseException) -> None:
         if self.pending is not None:
             self.pending.fail(error)
+
+
+ExitBehavior = Literal["end", "error"]
+
+
+def exit_behavior(value: str, allowed: tuple[str, ...] = ("end", "error")) -> str:
+    """``value`` checked as an integration's ``exit_behavior`` (``"end"``: the final answer;
+    ``"error"``: raise the kill's ``LoopDetected``)."""
+    if value not in allowed:
+        names = ", ".join(repr(a) for a in allowed[:-1]) + f" or {allowed[-1]!r}"
+        raise ValueError(f"exit_behavior must be {names}, got {value!r}")
+    return value
+
+
+def warning_note(detection: Detection) -> str:
+    """The short note a warned call's result carries for the model."""
+    return f"[fuzeguard warning] {detection.message}"
+
+
+def with_note(result: Any, detection: Detection | None) -> Any:
+    """``result`` with the warning note appended when it is text (else unchanged: the framework
+    passes the note through its own channel)."""
+    if detection is None or not isinstance(result, str):
+        return result
+    return f"{result}\n\n{warning_note(detection)}"
+
+
+def final_answer(detection: Detection) -> str:
+    """The final answer of an agent ended by a kill (what the application shows its user)."""
+    return (
+        f"Stopped: the agent was looping ({detection.layer} at tool call {detection.call_index}, "
+        f"`{detection.fn}`). {detection.message}"
+    )
+
+
+def stop_message(detection: Detection) -> str:
+    """What a tool call of a killed run is answered with, when the agent still makes one."""
+    return (
+        f"{detection.message} Tool calls in this session are stopped: no tool will run again. "
+        "Stop calling tools and answer with what you have."
+    )
 
 
 class ToolCalls:
@@ -94,7 +162,7 @@ class ToolCalls:
         try:
             started = self.guard_for(name).begin((), dict(arguments or {}))
         except LoopDetected as exc:
-            return Outcome(killed=exc.detection)
+            return Outcome(killed=exc)
         if isinstance(started, Skipped):
             return Outcome(skipped=started)
         return Outcome(pending=started)

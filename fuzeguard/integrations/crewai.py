@@ -4,10 +4,17 @@ CrewAI answers a repeated identical tool call from its tool cache, so a guarded 
 sees the repeats. ``before_tool_call`` runs before that cache: ``LoopGuard(...).register()`` adds
 hooks that judge every tool call, cached or not (the tools are not touched). A skip blocks the call
 and ``after_tool_call`` replaces CrewAI's "blocked" text with the detection's message, which the
-model reads. A kill blocks the call, answers it with the stop message, and a ``before_llm_call``
-hook then blocks every further LLM call of the killed run, so the crew's agent gets no further
-turn: CrewAI raises ``LLMCallBlockedError`` out of ``crew.kickoff()``. Calls are judged in the
-current ``fuzeguard.run()``. Hooks are process-wide in CrewAI: ``unregister()`` removes them.
+model reads; a warned result carries a short note. A kill blocks the call, answers it with the
+stop message, and a ``before_llm_call`` hook then blocks every further LLM call of the killed run,
+so the crew's agent gets no further turn: CrewAI raises ``LLMCallBlockedError`` out of
+``crew.kickoff()``. ``guard.kickoff(crew, ...)`` / ``await guard.kickoff_async(crew, ...)`` run a
+kickoff and return a ``CrewOutput`` whose ``raw`` is the final answer instead
+(``exit_behavior="error"``: they raise the kill's ``LoopDetected``).
+
+Each kickoff is a run of its own: the one ``guard.kickoff`` opens, else one kept for the crew
+(started afresh at each of its kickoffs); a ``fuzeguard.run()`` current at the kickoff wins.
+Hooks are process-wide in CrewAI: ``unregister()`` removes them, and when several guards are
+registered each call is judged by the first one only.
 
 Install with ``pip install 'fuzeguard[crewai]'``.
 """
@@ -15,6 +22,7 @@ Install with ``pip install 'fuzeguard[crewai]'``.
 from __future__ import annotations
 
 import threading
+import weakref
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
@@ -27,9 +35,18 @@ from crewai.hooks import (
     unregister_before_tool_call_hook,
 )
 
-from fuzeguard._private.run import current_run
-from fuzeguard.integrations._calls import Outcome, ToolCalls
-from fuzeguard.integrations.mcp import stop_message
+from fuzeguard._private.exceptions import LoopDetected
+from fuzeguard._private.run import Run
+from fuzeguard.integrations._calls import (
+    ExitBehavior,
+    Outcome,
+    ToolCalls,
+    final_answer,
+    stop_message,
+    with_note,
+)
+from fuzeguard.integrations._calls import exit_behavior as exit_behavior_of
+from fuzeguard.integrations._runs import InvocationRuns, invocation, open_run, user_run, within
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -37,17 +54,22 @@ if TYPE_CHECKING:
     from fuzeguard._private.options import ToolOptions
 
 _MAX_IN_FLIGHT = 1024
+# Calls being judged, by id of their tool_input dict (shared by every hook of one call): the guard
+# that judges each, so that a second registered guard leaves it alone.
+_claims: OrderedDict[int, tuple[Any, LoopGuard, Outcome | None]] = OrderedDict()
+_claims_lock = threading.Lock()
 
 
 class LoopGuard:
     """Guard every CrewAI tool call against loops. Options are those of ``guard()`` (``on_loop``,
-    thresholds, ``on_detect``...), applied to each tool by its name. Don't also ``guard()`` the
-    tools' functions: each call would count twice (and CrewAI's cache hides repeats from them)."""
+    thresholds, ``on_detect``...), applied to each tool by its name, plus ``exit_behavior`` (of
+    ``kickoff``). Don't also ``guard()`` the tools' functions: each call would count twice (and
+    CrewAI's cache hides repeats from them)."""
 
-    def __init__(self, **options: Unpack[ToolOptions]) -> None:
+    def __init__(self, *, exit_behavior: ExitBehavior = "end", **options: Unpack[ToolOptions]) -> None:
+        self.exit_behavior = exit_behavior_of(exit_behavior)
         self.calls = ToolCalls(**options)
-        self._in_flight: OrderedDict[int, tuple[Any, Outcome]] = OrderedDict()
-        self._lock = threading.Lock()
+        self.runs = InvocationRuns()
 
     def register(self) -> LoopGuard:
         """Add the hooks (process-wide, as CrewAI's hooks are); returns ``self``."""
@@ -61,28 +83,114 @@ class LoopGuard:
         unregister_after_tool_call_hook(self.after_tool_call)
         unregister_before_llm_call_hook(self.before_llm_call)
 
+    # ------------------------------------------------------------------ one run per kickoff
+
+    def kickoff(self, crew: Any, **kwargs: Any) -> Any:
+        """``crew.kickoff(**kwargs)`` in a run of its own; a kill returns the final answer."""
+        with invocation("crewai-kickoff") as run:
+            try:
+                return crew.kickoff(**kwargs)
+            except Exception as exc:
+                return self._ended(run, exc)
+
+    async def kickoff_async(self, crew: Any, **kwargs: Any) -> Any:
+        """``await crew.kickoff_async(**kwargs)`` in a run of its own, like ``kickoff``."""
+        with invocation("crewai-kickoff") as run:
+            try:
+                return await crew.kickoff_async(**kwargs)
+            except Exception as exc:
+                return self._ended(run, exc)
+
+    def _ended(self, run: Run, error: Exception) -> Any:
+        """What a kickoff that raised gives: the final answer when the run was killed."""
+        detection = run.killed
+        if detection is None:
+            raise error
+        if self.exit_behavior == "error":
+            raise LoopDetected(detection, run.stats()) from error
+        from crewai.crews.crew_output import CrewOutput
+
+        return CrewOutput(raw=final_answer(detection))
+
+    def _run_of(self, context: Any, *, create: bool = True) -> Run | None:
+        """The run of the kickoff a hook's context belongs to (see the module docstring)."""
+        current = open_run()
+        if current is not None:
+            return current
+        owner = getattr(context, "crew", None) or getattr(context, "agent", None)
+        if owner is None:
+            return None
+        if not create:
+            return self.runs.find(owner)
+        if self.runs.find(owner) is None:
+            self._fresh_at_kickoff(owner)
+        return self.runs.kept(owner, "crewai-kickoff")
+
+    def _fresh_at_kickoff(self, crew: Any) -> None:
+        """Add to the crew's ``before_kickoff_callbacks`` one that ends its run, so that each of
+        its later kickoffs starts a new one (once per crew and guard)."""
+        callbacks = getattr(crew, "before_kickoff_callbacks", None)
+        if not isinstance(callbacks, list) or any(
+            getattr(c, "fuzeguard_guard", None) is self for c in callbacks
+        ):
+            return
+        owner = weakref.ref(crew)
+
+        def fresh(inputs: Any) -> Any:
+            found = owner()
+            if found is not None:
+                self.runs.end(found)
+            return inputs
+
+        fresh.fuzeguard_guard = self  # type: ignore[attr-defined]
+        callbacks.append(fresh)
+
+    # ------------------------------------------------------------------ hooks
+
     def before_tool_call(self, context: Any) -> bool | None:
-        outcome = self.calls.begin(context.tool_name, context.tool_input)
-        with self._lock:
+        key = id(context.tool_input)
+        with _claims_lock:
+            claim = _claims.get(key)
+            if claim is not None and claim[0] is context.tool_input and claim[1] is not self:
+                return None  # another guard judges this call
+        run = self._run_of(context)
+        if run is None:
+            outcome = self.calls.begin(context.tool_name, context.tool_input)
+        else:
+            with within(run):
+                outcome = self.calls.begin(context.tool_name, context.tool_input)
+        with _claims_lock:
             # The after hook gets another context object with the same tool_input dict.
-            self._in_flight[id(context.tool_input)] = (context.tool_input, outcome)
-            while len(self._in_flight) > _MAX_IN_FLIGHT:
-                self._in_flight.popitem(last=False)
+            _claims[key] = (context.tool_input, self, outcome)
+            while len(_claims) > _MAX_IN_FLIGHT:
+                _claims.popitem(last=False)
         return None if outcome.runs else False
 
     def after_tool_call(self, context: Any) -> str | None:
-        with self._lock:
-            entry = self._in_flight.pop(id(context.tool_input), None)
-        if entry is None or entry[0] is not context.tool_input:
-            return None
-        outcome = entry[1]
+        with _claims_lock:
+            claim = _claims.get(id(context.tool_input))
+            if claim is None or claim[0] is not context.tool_input or claim[1] is not self:
+                return None
+            del _claims[id(context.tool_input)]
+        outcome = claim[2]
+        assert outcome is not None
         if outcome.skipped is not None:
             value = outcome.skipped.value
             return value if isinstance(value, str) else str(value)
         if outcome.killed is not None:
             return stop_message(outcome.killed)
         outcome.done(context.raw_tool_result)
+        warning = outcome.warning
+        if warning is not None and context.tool_result is not None:
+            return str(with_note(str(context.tool_result), warning))
         return None
 
     def before_llm_call(self, context: Any) -> bool | None:
-        return False if current_run().killed is not None else None
+        run = self._run_of(context, create=False)
+        if run is None:
+            return None
+        if run.killed is not None:
+            return False
+        if user_run() is None:
+            run.end_turn()  # a model turn of a run the guard keeps: the ladder steps once per turn
+        return None

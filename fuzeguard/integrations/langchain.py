@@ -6,23 +6,46 @@ a kill is answered with a ``ToolMessage`` (``status="error"``) and then, as with
 ``ToolCallLimitMiddleware``, ``exit_behavior`` decides: ``"end"`` (default) ends the agent with a
 final ``AIMessage`` saying why (the model is not asked again), ``"error"`` raises
 ``LoopDetected`` from ``invoke``, ``"continue"`` lets the model go on (every later call is
-refused: a kill is sticky). Calls are judged in the current ``fuzeguard.run()``.
+refused: a kill is sticky). Every refused call is answered, so no tool call is left unanswered in
+the history; with ``"error"`` the exception is raised from the next model step, outside any tool
+middleware (an outer ``ToolErrorMiddleware`` or ``ToolRetryMiddleware`` cannot catch it). A warned
+call's ``ToolMessage`` carries a short note for the model.
+
+Each ``invoke`` / ``ainvoke`` of the agent is a run of its own (``before_agent`` opens it, its id
+rides in the agent's state, ``after_agent`` closes it); a ``fuzeguard.run()`` current at the
+invocation wins, and an agent invoked inside a tool of another gets a child run. To make the
+invocations of one thread one run: ``with conversations.run_for(thread_id): agent.invoke(...)``
+(``fuzeguard.integrations.KeyedRuns``).
 
 Install with ``pip install 'fuzeguard[langchain]'``.
 """
 
 from __future__ import annotations
 
+import os
+import threading
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Literal
+from contextlib import AbstractContextManager, nullcontext
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from langchain.agents.middleware import AgentMiddleware
+from langchain.agents.middleware import AgentMiddleware, AgentState
+from langchain.agents.middleware.types import PrivateStateAttr
 from langchain_core.messages import AIMessage, ToolMessage
+from typing_extensions import NotRequired
 
 from fuzeguard._private.exceptions import LoopDetected
-from fuzeguard._private.records import Detection
-from fuzeguard._private.run import current_run
-from fuzeguard.integrations._calls import Outcome, ToolCalls
+from fuzeguard._private.run import Run, current_run
+from fuzeguard.integrations._calls import (
+    Outcome,
+    ToolCalls,
+    final_answer,
+    warning_note,
+)
+from fuzeguard.integrations._calls import (
+    exit_behavior as exit_behavior_of,
+)
+from fuzeguard.integrations._runs import MAX_KEYED_RUNS, new_run, user_run, within
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -31,14 +54,14 @@ if TYPE_CHECKING:
 
 ExitBehavior = Literal["end", "error", "continue"]
 _MARK = "fuzeguard"  # key in a refused call's ToolMessage.artifact (never sent to the model)
+_KEY = "fuzeguard_run"  # the invocation's run id, in the agent's state (private to the middleware)
+final_message = final_answer  # the final ``AIMessage`` text of an agent ended by a kill
 
 
-def final_message(detection: Detection) -> str:
-    """The final ``AIMessage`` text of an agent ended by a kill (shown to the user)."""
-    return (
-        f"Stopped: the agent was looping ({detection.layer} at tool call {detection.call_index}, "
-        f"`{detection.fn}`). {detection.message}"
-    )
+class GuardState(AgentState):
+    """The agent's state with the id of the invocation's run (never in input or output)."""
+
+    fuzeguard_run: NotRequired[Annotated[str | None, PrivateStateAttr]]
 
 
 class LoopGuardMiddleware(AgentMiddleware):
@@ -52,30 +75,69 @@ class LoopGuardMiddleware(AgentMiddleware):
 
     def __init__(self, *, exit_behavior: ExitBehavior = "end", **options: Unpack[ToolOptions]) -> None:
         super().__init__()
-        if exit_behavior not in ("end", "error", "continue"):
-            raise ValueError(
-                f"exit_behavior must be 'end', 'error' or 'continue', got {exit_behavior!r}"
-            )
-        self.exit_behavior = exit_behavior
+        self.exit_behavior = exit_behavior_of(exit_behavior, ("end", "error", "continue"))
         self.calls = ToolCalls(**options)
+        self._runs: OrderedDict[str, Run] = OrderedDict()  # the invocations under way, by id
+        self._lock = threading.Lock()
+
+    state_schema = GuardState
+
+    # ------------------------------------------------------------------ one run per invocation
+
+    def before_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        """Open the invocation's run (none when the user's run is current)."""
+        if user_run() is not None:
+            return {_KEY: None}
+        key = os.urandom(8).hex()
+        run = new_run("langchain-agent")
+        with self._lock:
+            self._runs[key] = run
+            while len(self._runs) > MAX_KEYED_RUNS:  # invocations that raised never reach after
+                self._runs.popitem(last=False)[1].close()
+        return {_KEY: key}
+
+    async def abefore_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        return self.before_agent(state, runtime)
+
+    def after_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        """Close the invocation's run."""
+        key = state.get(_KEY)
+        with self._lock:
+            run = self._runs.pop(key, None) if key else None
+        if run is not None:
+            run.close()
+        return None
+
+    async def aafter_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        return self.after_agent(state, runtime)
+
+    def _run_of(self, state: Any) -> Run | None:
+        key = state.get(_KEY) if isinstance(state, dict) else None
+        return self._runs.get(key) if key else None
+
+    def _inside(self, state: Any) -> AbstractContextManager[Any]:
+        run = self._run_of(state)
+        return nullcontext() if run is None else within(run)
 
     # ------------------------------------------------------------------ tool calls
 
     def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
         call = request.tool_call
-        outcome, result = self.calls.call(
-            call["name"], call.get("args"), lambda: handler(request), shown=_shown
-        )
-        return result if outcome.runs else self._answer(call, outcome)
+        with self._inside(request.state):
+            outcome, result = self.calls.call(
+                call["name"], call.get("args"), lambda: handler(request), shown=_shown
+            )
+        return _noted(result, outcome) if outcome.runs else self._answer(call, outcome)
 
     async def awrap_tool_call(
         self, request: Any, handler: Callable[[Any], Awaitable[Any]]
     ) -> Any:
         call = request.tool_call
-        outcome, result = await self.calls.acall(
-            call["name"], call.get("args"), lambda: handler(request), shown=_shown
-        )
-        return result if outcome.runs else self._answer(call, outcome)
+        with self._inside(request.state):
+            outcome, result = await self.calls.acall(
+                call["name"], call.get("args"), lambda: handler(request), shown=_shown
+            )
+        return _noted(result, outcome) if outcome.runs else self._answer(call, outcome)
 
     def _answer(self, call: Any, outcome: Outcome) -> ToolMessage:
         if outcome.skipped is not None:
@@ -88,8 +150,6 @@ class LoopGuardMiddleware(AgentMiddleware):
             )
         detection = outcome.killed
         assert detection is not None
-        if self.exit_behavior == "error":
-            raise LoopDetected(detection, current_run().stats())
         return ToolMessage(
             content=detection.message,
             tool_call_id=call["id"],
@@ -101,34 +161,58 @@ class LoopGuardMiddleware(AgentMiddleware):
     # ------------------------------------------------------------------ ending the agent
 
     def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
-        final = self._final_if_killed(request.messages)
+        final = self._final_if_killed(request.messages, request.state)
         return final if final is not None else handler(request)
 
     async def awrap_model_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
-        final = self._final_if_killed(request.messages)
+        final = self._final_if_killed(request.messages, request.state)
         return final if final is not None else await handler(request)
 
-    def _final_if_killed(self, messages: list[Any]) -> AIMessage | None:
+    def _new_turn(self, state: Any) -> None:
+        """A model call starts a turn of the invocation's run: the ladder steps once per turn
+        for the tool calls it asks for together."""
+        run = self._run_of(state)
+        if run is not None:
+            run.end_turn()
+
+    def _final_if_killed(self, messages: list[Any], state: Any) -> AIMessage | None:
         """After a tool step in which a call was killed, answer the model call with a final
-        ``AIMessage`` (no tool calls: the agent ends there) instead of asking the model again.
+        ``AIMessage`` (no tool calls: the agent ends there) instead of asking the model again,
+        or raise the kill's ``LoopDetected`` (``exit_behavior="error"``).
 
         Done inside the model step rather than in a ``before_model`` hook with
         ``jump_to="end"``: a hook is one more graph step per turn, and under LangChain's
-        recursion limit of 25 that leaves the model 8 turns instead of 13.
+        recursion limit of 25 that leaves the model 8 turns instead of 12.
         """
-        if self.exit_behavior != "end":
+        self._new_turn(state)
+        if self.exit_behavior == "continue":
             return None
         for message in reversed(messages):
             if not isinstance(message, ToolMessage):
                 break
             artifact = message.artifact
             if isinstance(artifact, dict) and artifact.get(_MARK) == "kill":
-                detection = current_run().killed
+                run = self._run_of(state) or current_run()
+                detection = run.killed
+                if self.exit_behavior == "error" and detection is not None:
+                    raise LoopDetected(detection, run.stats())
                 text = final_message(detection) if detection is not None else (
                     f"Stopped: the agent was looping. {message.content}"
                 )
                 return AIMessage(text)
         return None
+
+
+def _noted(result: Any, outcome: Outcome) -> Any:
+    """A warned call's ``ToolMessage`` with the warning note added to its text for the model."""
+    detection = outcome.warning
+    if detection is None or not isinstance(result, ToolMessage):
+        return result
+    content = result.content
+    note = warning_note(detection)
+    if isinstance(content, str):
+        return result.model_copy(update={"content": f"{content}\n\n{note}"})
+    return result.model_copy(update={"content": [*content, {"type": "text", "text": note}]})
 
 
 def _shown(result: Any) -> Any:

@@ -11,12 +11,20 @@ a run of its own, so clients never count against each other and a kill stops one
   A skip's structured content is ``{"result": message}``, the shape the SDK gives a tool that
   returns a plain value; for a tool returning an object, give ``skip_value=`` a mapping that
   fits its output schema.
-  Which session a call belongs to is ``session_key(ctx)``: by default the transport's
-  ``mcp-session-id`` header when there is one, else the process (a stdio server serves one
-  client). Stateless HTTP has no session: pass a ``session_key`` that names the conversation
-  (for example a header your client sends).
+  A warned call's result carries a short note for the model (one more text block).
 - mcp 1.x: ``@server.tool()`` over ``@session_guard(on_loop="skip")``: a ``guard()`` whose run
-  is the one of the request's ``ServerSession`` (one per connection in mcp 1.x).
+  is the one of the request's client session.
+
+Which client session a call belongs to is ``session_key`` (a function of the request context, in
+both versions); by default ``default_session_key``, which works in every transport and protocol
+version: a session or conversation header when the client sends one (``mcp-session-id``,
+``x-conversation-id``, ``x-session-id``), else the SSE transport's ``session_id``, else the
+client's HTTP connection (its address and port: mcp 2.x's default client negotiates a protocol
+without sessions, and stateless HTTP has none; logged once as ``fuzeguard.mcp_session_by_connection``,
+advising a header or a ``session_key``; mcp 1.x's client opens a connection per request under
+``stateless_http=True``, so there a header or a ``session_key`` is needed), else the connection's
+session object (stdio, mcp 1.x sessions), and only when none of these exists the process (logged once as
+``fuzeguard.mcp_session_per_process``).
 
 Install with ``pip install 'fuzeguard[mcp]'``.
 """
@@ -30,15 +38,16 @@ import inspect
 import json
 import threading
 import weakref
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Hashable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from fuzeguard._private.exceptions import LoopDetected
-from fuzeguard._private.guard import guard
+from fuzeguard._private.guard import Guard, Pending, Skipped, guard
+from fuzeguard._private.log import emit
 from fuzeguard._private.records import Detection
 from fuzeguard._private.run import Run, make_current, restore_current
-from fuzeguard.integrations._calls import ToolCalls
+from fuzeguard.integrations._calls import ToolCalls, stop_message, warning_note, with_note
+from fuzeguard.integrations._runs import KeyedRuns
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -49,21 +58,56 @@ F = TypeVar("F", bound=Callable[..., Any])
 MAX_SESSIONS = 1024  # runs kept for the most recently active sessions
 
 
-def stop_message(detection: Detection) -> str:
-    """What every call of a killed session is answered with."""
-    return (
-        f"{detection.message} Tool calls in this session are stopped: no tool will run again. "
-        "Stop calling tools and answer with what you have."
-    )
+SESSION_HEADERS = ("mcp-session-id", "x-conversation-id", "x-session-id")
+_warned: set[str] = set()
 
 
-def _default_session_key(ctx: Any) -> Hashable:
-    headers = getattr(getattr(ctx, "request", None), "headers", None)
+def default_session_key(ctx: Any) -> Hashable:
+    """The client session of a request (see the module docstring): ``ctx`` is mcp 2.x's request
+    context or mcp 1.x's ``RequestContext``, each with ``request`` (the HTTP request, None on
+    stdio) and ``session``."""
+    request = getattr(ctx, "request", None)
+    headers = getattr(request, "headers", None)
     if headers is not None:
-        session_id = headers.get("mcp-session-id")
-        if session_id:
-            return ("mcp-session-id", session_id)
+        for name in SESSION_HEADERS:
+            value = headers.get(name)
+            if value:
+                return (name, value)
+    query = getattr(request, "query_params", None)
+    if query is not None and query.get("session_id"):
+        return ("sse-session", query.get("session_id"))
+    client = getattr(request, "client", None)
+    if client is not None:
+        _warn_once("fuzeguard.mcp_session_by_connection",
+                   "the client sent no session or conversation header, so its tool calls are "
+                   "judged per HTTP connection (its address and port): a client that reconnects "
+                   "starts afresh. Send an x-conversation-id header from the client, or pass "
+                   "session_key= to name the conversation")
+        return ("connection", getattr(client, "host", None), getattr(client, "port", None))
+    if request is None:
+        session = getattr(ctx, "session", None)
+        if session is not None and _session_per_connection(ctx):
+            return ("session", session)
+        return ("process",)  # stdio: the process serves one client
+    _warn_once("fuzeguard.mcp_session_per_process",
+               "a tool call came with no session, conversation header or client address: every "
+               "such call is judged in one run for the whole process, so one client's loop can "
+               "stop the others. Pass session_key= to tell the clients apart")
     return ("process",)
+
+
+_default_session_key = default_session_key
+
+
+def _session_per_connection(ctx: Any) -> bool:
+    """Whether the request's session object lasts as long as its connection (mcp 1.x)."""
+    return not hasattr(ctx, "method")  # mcp 2.x's context (it has ``method``) has one per request
+
+
+def _warn_once(event: str, message: str) -> None:
+    if event not in _warned:
+        _warned.add(event)
+        emit("warning", event, message=message)
 
 
 class LoopGuardMiddleware:
@@ -78,22 +122,12 @@ class LoopGuardMiddleware:
         **options: Unpack[ToolOptions],
     ) -> None:
         self.calls = ToolCalls(**options)
-        self.session_key = session_key or _default_session_key
-        self._runs: OrderedDict[Hashable, Run] = OrderedDict()
-        self._lock = threading.Lock()
+        self.session_key = session_key or default_session_key
+        self._runs = KeyedRuns("mcp-session", limit=MAX_SESSIONS)  # never shared via a store
 
     def run_for(self, key: Hashable) -> Run:
         """The run of one client session (opened on its first call)."""
-        with self._lock:
-            run = self._runs.get(key)
-            if run is None:
-                # store=None: every session has this name, so it must never be shared
-                run = self._runs[key] = Run("mcp-session", store=None)
-                while len(self._runs) > MAX_SESSIONS:
-                    self._runs.popitem(last=False)[1].close()
-            else:
-                self._runs.move_to_end(key)
-            return run
+        return self._runs.get(key)
 
     async def __call__(self, ctx: Any, call_next: Callable[[Any], Awaitable[Any]]) -> Any:
         if ctx.method != "tools/call" or ctx.request_id is None:
@@ -109,7 +143,7 @@ class LoopGuardMiddleware:
         finally:
             restore_current(token)
         if outcome.runs:
-            return result
+            return _noted(result, outcome.warning)
         if outcome.skipped is not None:
             return _skip_result(outcome.skipped.value)
         assert outcome.killed is not None
@@ -133,6 +167,20 @@ def _result(text: str, *, error: bool, structured: dict[str, Any] | None = None)
     )
 
 
+def _noted(result: Any, warning: Detection | None) -> Any:
+    """A warned call's result with the warning note as one more text block."""
+    if warning is None:
+        return result
+    from mcp.types import CallToolResult, TextContent  # mcp 2.x
+
+    note = TextContent(type="text", text=warning_note(warning))
+    if isinstance(result, CallToolResult):
+        return result.model_copy(update={"content": [*result.content, note]})
+    if isinstance(result, dict) and isinstance(result.get("content"), list):
+        return {**result, "content": [*result["content"], note.model_dump(by_alias=True)]}
+    return result
+
+
 def _shown(result: Any) -> Any:
     """What the client is shown of a result: its content and error flag (not its ``_meta``)."""
     if hasattr(result, "model_dump"):
@@ -145,21 +193,26 @@ def _shown(result: Any) -> Any:
 # ---------------------------------------------------------------------- mcp 1.x FastMCP
 
 _session_runs: weakref.WeakKeyDictionary[Any, Run] = weakref.WeakKeyDictionary()
+_keyed_runs = KeyedRuns("mcp-session", limit=MAX_SESSIONS)
 _session_lock = threading.Lock()
 
 
-def _session_run() -> Run | None:
-    """The run of the mcp 1.x session serving the current request (None outside a request)."""
+def _session_run(session_key: Callable[[Any], Hashable]) -> Run | None:
+    """The run of the mcp 1.x client session serving the current request (None outside a
+    request): the one of its ``session_key``, kept with the session object when the key is it."""
     try:
         request_ctx = importlib.import_module("mcp.server.lowlevel.server").request_ctx
-        session = request_ctx.get().session
+        context = request_ctx.get()
     except (AttributeError, ImportError, LookupError):
         return None
-    with _session_lock:
-        run = _session_runs.get(session)
-        if run is None:
-            run = _session_runs[session] = Run("mcp-session", store=None)  # never shared
-        return run
+    key = session_key(context)
+    if isinstance(key, tuple) and len(key) == 2 and key[0] == "session":
+        with _session_lock:
+            run = _session_runs.get(key[1])
+            if run is None:
+                run = _session_runs[key[1]] = Run("mcp-session", store=None)  # never shared
+            return run
+    return _keyed_runs.get(key)
 
 
 def _enter(run: Run | None) -> contextvars.Token[tuple[Run, ...]] | None:
@@ -171,6 +224,12 @@ def _enter(run: Run | None) -> contextvars.Token[tuple[Run, ...]] | None:
 def _leave(token: contextvars.Token[tuple[Run, ...]] | None) -> None:
     if token is not None:
         restore_current(token)
+
+
+def _with_warning(result: Any, started: Pending) -> Any:
+    """A warned call's text result with the warning note for the model."""
+    decision = started.decision
+    return with_note(result, decision.detection if decision.action == "warn" else None)
 
 
 def _tool_error(exc: LoopDetected) -> Exception:
@@ -185,31 +244,54 @@ def _tool_error(exc: LoopDetected) -> Exception:
 
 
 @overload
-def session_guard(fn: F, /, **options: Unpack[GuardOptions]) -> F: ...
+def session_guard(
+    fn: F, /, *, session_key: Callable[[Any], Hashable] | None = None,
+    **options: Unpack[GuardOptions],
+) -> F: ...
 @overload
-def session_guard(fn: None = None, /, **options: Unpack[GuardOptions]) -> Callable[[F], F]: ...
+def session_guard(
+    fn: None = None, /, *, session_key: Callable[[Any], Hashable] | None = None,
+    **options: Unpack[GuardOptions],
+) -> Callable[[F], F]: ...
 
 
 def session_guard(
-    fn: F | None = None, /, **options: Unpack[GuardOptions]
+    fn: F | None = None, /, *, session_key: Callable[[Any], Hashable] | None = None,
+    **options: Unpack[GuardOptions],
 ) -> F | Callable[[F], F]:
     """``guard()`` for mcp 1.x FastMCP tools, judged per client session.
 
     ``@server.tool()`` over ``@session_guard(on_loop="skip")``. Each call is judged in the run of
-    the ``ServerSession`` serving it; a kill answers it and every later call of that session
-    with an error result carrying the stop message (FastMCP shows "Error executing tool NAME:
-    ..."). Outside a request (a direct call) the current ``fuzeguard.run()`` is used.
+    the client session serving it: ``session_key(request_context)`` (mcp 1.x's
+    ``RequestContext``), by default ``default_session_key`` (a session or conversation header,
+    the SSE session, the HTTP connection, else the connection's ``ServerSession``), so that
+    ``stateless_http=True``, which makes a session per request, still judges a client's calls
+    together. A kill answers it and every later call of that session with an error result
+    carrying the stop message (FastMCP shows "Error executing tool NAME: ..."). Outside a request
+    (a direct call) the current ``fuzeguard.run()`` is used.
     """
+    key_of = session_key or default_session_key
 
     def decorate(f: F) -> F:
         guarded = guard(f, **options)
+        checks: Guard = guarded.guard  # type: ignore[attr-defined]
         wrapper: Callable[..., Any]
         if inspect.iscoroutinefunction(f):
 
             async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-                token = _enter(_session_run())
+                token = _enter(_session_run(key_of))
                 try:
-                    return await guarded(*args, **kwargs)
+                    started = checks.begin(args, kwargs)
+                    if started is None or isinstance(started, Skipped):
+                        return await f(*args, **kwargs) if started is None else started.value
+                    started.enter()
+                    try:
+                        result = await f(*args, **kwargs)
+                    except BaseException as exc:
+                        started.fail(exc)
+                        raise
+                    started.done(result)
+                    return _with_warning(result, started)
                 except LoopDetected as exc:
                     raise _tool_error(exc) from exc
                 finally:
@@ -219,9 +301,19 @@ def session_guard(
         else:
 
             def sync_wrapper(*args: Any, **kwargs: Any) -> Any:
-                token = _enter(_session_run())
+                token = _enter(_session_run(key_of))
                 try:
-                    return guarded(*args, **kwargs)
+                    started = checks.begin(args, kwargs)
+                    if started is None or isinstance(started, Skipped):
+                        return f(*args, **kwargs) if started is None else started.value
+                    started.enter()
+                    try:
+                        result = f(*args, **kwargs)
+                    except BaseException as exc:
+                        started.fail(exc)
+                        raise
+                    started.done(result)
+                    return _with_warning(result, started)
                 except LoopDetected as exc:
                     raise _tool_error(exc) from exc
                 finally:

@@ -1,24 +1,38 @@
-"""OpenAI Agents SDK: ``LoopGuard``, a pair of tool guardrails for every function tool of an agent.
+"""OpenAI Agents SDK: ``LoopGuard``, a pair of tool guardrails for every function tool of an agent tree.
 
 ``LoopGuard(...).protect(agent)`` adds a tool input guardrail and a tool output guardrail to each
-``FunctionTool`` of the agent (the tools' functions are not touched). The input guardrail judges
-the call before it runs: a skip is ``reject_content`` (the model gets the detection's message as
-the tool's output; the tool does not run); a kill is ``raise_exception``, so ``Runner.run`` raises
-``ToolInputGuardrailTripwireTriggered`` whatever the tool's ``failure_error_function`` is, with
-the ``LoopDetected`` (detection and run stats) as ``exc.output.output_info``. The output
-guardrail records what the tool returned. Calls are judged in the current ``fuzeguard.run()``.
+``FunctionTool`` of the agent, of the agents it hands off to and of the agents it uses as tools,
+at any depth (the tools' functions are not touched). The input guardrail judges the call before it
+runs: a skip is ``reject_content`` (the model gets the detection's message as the tool's output;
+the tool does not run). The output guardrail records what the tool returned; a warned call's
+output carries a short note for the model.
+
+A kill answers the call with the stop message and, with ``exit_behavior="end"`` (default), ends
+``Runner.run`` after that tool step with ``final_output`` set to the final answer (the agents'
+``tool_use_behavior`` is wrapped for it; the model is not asked again). Calls allowed in the same
+step still run and are recorded. ``exit_behavior="error"`` raises instead:
+``ToolInputGuardrailTripwireTriggered`` with the ``LoopDetected`` (detection, and the stats of the
+run it killed) as ``exc.output.output_info``.
+
+Each ``Runner.run`` is a run of its own (kept for the run's usage object, which every tool call of
+that run shares); a ``fuzeguard.run()`` current at ``Runner.run`` wins, and an agent used as a tool
+runs in a child run of the run that called it. To make the invocations of one conversation one
+run: ``with conversations.run_for(conversation_id): await Runner.run(...)``
+(``fuzeguard.integrations.KeyedRuns``).
 
 Install with ``pip install 'fuzeguard[openai-agents]'``.
 """
 
 from __future__ import annotations
 
+import contextvars
 import json
 import threading
-from collections import OrderedDict
+import weakref
 from typing import TYPE_CHECKING, Any
 
-from agents import Agent, FunctionTool, ToolGuardrailFunctionOutput
+from agents import Agent, FunctionTool, Handoff, ToolGuardrailFunctionOutput
+from agents.agent import ToolsToFinalOutputResult
 from agents.tool_guardrails import (
     ToolInputGuardrail,
     ToolInputGuardrailData,
@@ -26,28 +40,44 @@ from agents.tool_guardrails import (
     ToolOutputGuardrailData,
 )
 
-from fuzeguard._private.exceptions import LoopDetected
-from fuzeguard._private.run import current_run
-from fuzeguard.integrations._calls import Outcome, ToolCalls
+from fuzeguard._private.run import Run
+from fuzeguard.integrations._calls import (
+    ExitBehavior,
+    Outcome,
+    ToolCalls,
+    final_answer,
+    stop_message,
+    with_note,
+)
+from fuzeguard.integrations._calls import (
+    exit_behavior as exit_behavior_of,
+)
+from fuzeguard.integrations._runs import InvocationRuns, adopt, user_run
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
     from fuzeguard._private.options import ToolOptions
 
-_MAX_IN_FLIGHT = 1024  # calls whose output never came (the tool raised): forgotten oldest first
+# The ToolContext of the tool call the current task runs (set in the task that runs it): a
+# ``Runner.run`` started inside it is a nested invocation, whose run is kept for that call.
+_calling: contextvars.ContextVar[Any] = contextvars.ContextVar("fuzeguard_oai_call", default=None)
 
 
 class LoopGuard:
     """Guard the function tools of OpenAI Agents SDK agents against loops.
 
     Options are those of ``guard()`` (``on_loop``, thresholds, ``on_detect``...), applied to each
-    tool by its name. Don't also ``guard()`` the tools' functions: each call would count twice.
+    tool by its name, plus ``exit_behavior``. Don't also ``guard()`` the tools' functions: each
+    call would count twice.
     """
 
-    def __init__(self, **options: Unpack[ToolOptions]) -> None:
+    def __init__(self, *, exit_behavior: ExitBehavior = "end", **options: Unpack[ToolOptions]) -> None:
+        self.exit_behavior = exit_behavior_of(exit_behavior)
         self.calls = ToolCalls(**options)
-        self._in_flight: OrderedDict[str, Outcome] = OrderedDict()
+        self.runs = InvocationRuns()
+        # A call that goes ahead, by its ToolContext (the same object reaches both guardrails).
+        self._in_flight: weakref.WeakKeyDictionary[Any, Outcome] = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
         self.input_guardrail: ToolInputGuardrail[Any] = ToolInputGuardrail(
             guardrail_function=self._before, name="fuzeguard"
@@ -57,10 +87,26 @@ class LoopGuard:
         )
 
     def protect(self, agent: Agent[Any]) -> Agent[Any]:
-        """Add the guardrails to every function tool of ``agent`` (once); returns the agent."""
-        for tool in agent.tools:
-            if isinstance(tool, FunctionTool):
-                self.tool(tool)
+        """Add the guardrails to every function tool of ``agent`` and of every agent it hands off
+        to or uses as a tool (once); returns the agent."""
+        seen: set[int] = set()
+        todo: list[Any] = [agent]
+        while todo:
+            current = todo.pop()
+            if not isinstance(current, Agent) or id(current) in seen:
+                continue
+            seen.add(id(current))
+            self._end_on_kill(current)
+            for tool in current.tools:
+                if isinstance(tool, FunctionTool):
+                    self.tool(tool)
+                    todo.append(getattr(tool, "_agent_instance", None))  # an agent as a tool
+            for target in current.handoffs:
+                if isinstance(target, Handoff):
+                    ref = getattr(target, "_agent_ref", None)
+                    todo.append(ref() if ref is not None else None)
+                else:
+                    todo.append(target)
         return agent
 
     def tool(self, tool: FunctionTool) -> FunctionTool:
@@ -73,30 +119,101 @@ class LoopGuard:
             tool.tool_output_guardrails = [*outputs, self.output_guardrail]
         return tool
 
+    def _end_on_kill(self, agent: Agent[Any]) -> None:
+        """Make a tool step in which the run was killed the agent's last: its final output is the
+        final answer (the agent's own ``tool_use_behavior`` decides otherwise)."""
+        if self.exit_behavior != "end" or getattr(agent.tool_use_behavior, "_fuzeguard", False):
+            return
+        agent.tool_use_behavior = _EndOnKill(self, agent.tool_use_behavior)
+
+    def _run_of(self, context: Any, *, create: bool = True) -> Run | None:
+        """The run of the invocation ``context`` belongs to: the user's run, else the run kept for
+        the invocation's usage object (shared by its tool calls and its handoffs) or, for an
+        invocation started inside a tool call (an agent used as a tool, which shares its caller's
+        usage), the run kept for that call: a child of the caller's run."""
+        mine = user_run()
+        if mine is not None:
+            return mine
+        calling = _calling.get()
+        owner = context.usage if calling is None else calling
+        found = self.runs.find(owner)
+        if found is not None or not create:
+            return found
+        run = self.runs.kept(owner, "openai-agents-run")
+        run.end_turn()  # turns are marked from the first (see _EndOnKill): one ladder step per turn
+        return run
+
     def _before(self, data: ToolInputGuardrailData) -> ToolGuardrailFunctionOutput:
         context = data.context
+        run = self._run_of(context)
+        assert run is not None
+        if user_run() is None:
+            adopt(run)  # each tool call runs in a task of its own, started from this one
+            _calling.set(context)
         outcome = self.calls.begin(context.tool_name, _arguments(context.tool_arguments))
         if outcome.killed is not None:
-            error = LoopDetected(outcome.killed, current_run().stats())
-            return ToolGuardrailFunctionOutput.raise_exception(output_info=error)
+            if self.exit_behavior == "error":
+                return ToolGuardrailFunctionOutput.raise_exception(output_info=outcome.error())
+            return ToolGuardrailFunctionOutput.reject_content(
+                stop_message(outcome.killed), output_info=outcome.error()
+            )
         if outcome.skipped is not None:
             value = outcome.skipped.value
             return ToolGuardrailFunctionOutput.reject_content(
                 value if isinstance(value, str) else json.dumps(value, default=str),
                 output_info=value,
             )
-        with self._lock:
-            self._in_flight[context.tool_call_id] = outcome
-            while len(self._in_flight) > _MAX_IN_FLIGHT:
-                self._in_flight.popitem(last=False)
+        if outcome.pending is not None:
+            with self._lock:
+                self._in_flight[context] = outcome
         return ToolGuardrailFunctionOutput.allow()
 
     def _after(self, data: ToolOutputGuardrailData) -> ToolGuardrailFunctionOutput:
         with self._lock:
-            outcome = self._in_flight.pop(data.context.tool_call_id, None)
-        if outcome is not None:
-            outcome.done(data.output)
+            outcome = self._in_flight.pop(data.context, None)
+        if outcome is None:
+            return ToolGuardrailFunctionOutput.allow()
+        outcome.done(data.output)
+        warning = outcome.warning
+        if warning is not None:
+            text = data.output if isinstance(data.output, str) else str(data.output)
+            return ToolGuardrailFunctionOutput.reject_content(with_note(text, warning))
         return ToolGuardrailFunctionOutput.allow()
+
+
+class _EndOnKill:
+    """An agent's ``tool_use_behavior`` that ends the run with the final answer after a tool step
+    in which it was killed, and otherwise does what the agent's own behaviour does."""
+
+    _fuzeguard = True
+
+    def __init__(self, guard: LoopGuard, inner: Any) -> None:
+        self.guard = guard
+        self.inner = inner
+
+    async def __call__(self, context: Any, results: list[Any]) -> ToolsToFinalOutputResult:
+        run = self.guard._run_of(context, create=False)
+        detection = None if run is None else run.killed
+        if detection is not None:
+            return ToolsToFinalOutputResult(is_final_output=True, final_output=final_answer(detection))
+        if run is not None and user_run() is None:
+            run.end_turn()  # a tool step is over: the model's next turn begins
+        inner = self.inner
+        if inner == "run_llm_again":
+            return ToolsToFinalOutputResult(is_final_output=False, final_output=None)
+        if inner == "stop_on_first_tool":
+            first = results[0].output if results else None
+            return ToolsToFinalOutputResult(is_final_output=bool(results), final_output=first)
+        if isinstance(inner, dict):  # StopAtTools
+            names = inner.get("stop_at_tool_names", [])
+            for result in results:
+                if result.tool.name in names or result.tool.qualified_name in names:
+                    return ToolsToFinalOutputResult(is_final_output=True, final_output=result.output)
+            return ToolsToFinalOutputResult(is_final_output=False, final_output=None)
+        answer = inner(context, results)
+        if hasattr(answer, "__await__"):
+            answer = await answer
+        return answer  # type: ignore[no-any-return]
 
 
 def _arguments(text: str) -> dict[str, Any]:

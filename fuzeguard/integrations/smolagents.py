@@ -1,34 +1,173 @@
-"""smolagents: guarded tools and ``stop_on_kill``, a step callback that ends ``agent.run()``.
+"""smolagents: ``LoopGuard``, which guards every tool of an agent and its managed agents, and the
+older ``guarded_tool`` / ``stop_on_kill`` pair.
 
-A ``ToolCallingAgent`` catches an exception raised in a tool, shows it to the model and goes on
-until ``max_steps``; with a plain ``kill`` the run then ends as if nothing happened (``run()``
-returns the model's answer to the max-steps prompt). ``stop_on_kill`` is called by the agent after
-each step: once the current ``fuzeguard.run()`` is killed it raises ``LoopDetected`` (detection
-and run stats), which ends ``agent.run()`` there, before the model is asked again::
+``LoopGuard(on_loop="skip").protect(agent)`` guards every tool of a ``ToolCallingAgent`` or
+``CodeAgent`` (``@tool`` functions and ``Tool`` subclasses alike) and of its managed agents, at any
+depth: each agent gets its own copies of its tools, whose ``forward`` is guarded (the originals are
+not touched). Each ``agent.run()`` is a run of its own; a ``fuzeguard.run()`` current at the call
+wins, and a managed agent gets a child run of its manager's. The run follows the agent's tools into
+the threads they run in (a ``CodeAgent`` runs its code in a worker thread).
 
-    agent = ToolCallingAgent(tools=[guarded_tool(search, on_loop="kill")], model=model,
-                             step_callbacks=[stop_on_kill])
+A skip answers the call with the detection's message; a warned text result carries a short note
+for the model; a kill answers the call with the stop message and ends ``agent.run()`` after that
+step with the final answer as its result (the model is not asked again), or, with
+``exit_behavior="error"``, raises ``LoopDetected`` (its stats are the killed run's). With
+``stream=True`` the final answer is the last ``FinalAnswerStep``. To make the runs of one
+conversation one run: ``with conversations.run_for(conversation_id): agent.run(...)``
+(``fuzeguard.integrations.KeyedRuns``).
 
-A skip needs nothing more: the tool's output is the detection's message, which the model reads.
+Older: ``guarded_tool(fn)`` is ``smolagents.tool(guard(fn))``, and ``stop_on_kill`` is a step
+callback that raises ``LoopDetected`` once the current run is killed.
 
 Install with ``pip install 'fuzeguard[smolagents]'``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import copy
+import functools
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from smolagents import Tool, tool
+from smolagents.memory import ActionStep, FinalAnswerStep
 
 from fuzeguard._private.exceptions import LoopDetected
 from fuzeguard._private.guard import guard
-from fuzeguard._private.run import current_run
+from fuzeguard._private.run import Run, current_run
+from fuzeguard.integrations._calls import ExitBehavior, ToolCalls, final_answer, stop_message, with_note
+from fuzeguard.integrations._calls import exit_behavior as exit_behavior_of
+from fuzeguard.integrations._runs import invocation, new_run, user_run, within
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-    from fuzeguard._private.options import GuardOptions
+    from fuzeguard._private.options import GuardOptions, ToolOptions
+
+_MARK = "_fuzeguard_protected"
+
+
+class LoopGuard:
+    """Guard every tool of smolagents agents against loops (``protect(agent)``).
+
+    Options are those of ``guard()`` (``on_loop``, thresholds, ``on_detect``...), applied to each
+    tool by its name, plus ``exit_behavior``. Don't also ``guard()`` the tools' functions: each
+    call would count twice.
+    """
+
+    def __init__(self, *, exit_behavior: ExitBehavior = "end", **options: Unpack[ToolOptions]) -> None:
+        self.exit_behavior = exit_behavior_of(exit_behavior)
+        self.calls = ToolCalls(**options)
+
+    def protect(self, agent: Any) -> Any:
+        """Guard ``agent``'s tools and runs, and those of its managed agents (once); returns it."""
+        if getattr(agent, _MARK, False):
+            return agent
+        setattr(agent, _MARK, True)
+        box: list[Run | None] = [None]  # the run of the agent's invocation under way
+        for name, found in list(agent.tools.items()):
+            if name != "final_answer" and isinstance(found, Tool):
+                agent.tools[name] = self._tool(found, box)
+        for managed in getattr(agent, "managed_agents", {}).values():
+            self.protect(managed)
+        agent.step_callbacks.register(ActionStep, _stop_when_killed(box))
+        agent.run = self._run(agent.run, box, getattr(agent, "name", None) or "smolagents-run")
+        return agent
+
+    def _tool(self, original: Tool, box: list[Run | None]) -> Tool:
+        """A copy of ``original`` whose calls are guarded, in the run in ``box``."""
+        copied = copy.copy(original)
+        forward = original.forward
+        calls = self.calls
+        name = original.name
+
+        @functools.wraps(forward)
+        def guarded(*args: Any, **kwargs: Any) -> Any:
+            arguments = dict(zip(original.inputs, args, strict=False)) | kwargs
+            run = box[0]
+            if run is None:
+                outcome, result = calls.call(name, arguments, lambda: forward(*args, **kwargs))
+            else:
+                with within(run):
+                    outcome, result = calls.call(name, arguments, lambda: forward(*args, **kwargs))
+            if outcome.runs:
+                return with_note(result, outcome.warning)
+            if outcome.skipped is not None:
+                return outcome.skipped.value
+            assert outcome.killed is not None
+            return stop_message(outcome.killed)
+
+        copied.forward = guarded
+        return copied
+
+    def _run(self, run_agent: Callable[..., Any], box: list[Run | None], name: str) -> Callable[..., Any]:
+        guard_self = self
+
+        @functools.wraps(run_agent)
+        def run(*args: Any, **kwargs: Any) -> Any:
+            if kwargs.get("stream"):
+                return guard_self._stream(run_agent, box, name, args, kwargs)
+            previous = box[0]
+            with invocation(name) as current:
+                box[0] = current
+                _new_turn(current)
+                try:
+                    return run_agent(*args, **kwargs)
+                except LoopDetected as exc:
+                    if guard_self.exit_behavior == "error":
+                        raise
+                    return final_answer(exc.detection)
+                finally:
+                    box[0] = previous
+
+        return run
+
+    def _stream(self, run_agent: Callable[..., Any], box: list[Run | None], name: str,
+                args: tuple[Any, ...], kwargs: dict[str, Any]) -> Iterator[Any]:
+        mine = user_run()
+        current = mine if mine is not None else new_run(name)
+        box[0] = current
+        if mine is None:
+            current.end_turn()  # as _new_turn: the guard's own run
+        with within(current):
+            steps = run_agent(*args, **kwargs)
+        try:
+            while True:
+                with within(current):
+                    try:
+                        step = next(steps)
+                    except StopIteration:
+                        return
+                    except LoopDetected as exc:
+                        if self.exit_behavior == "error":
+                            raise
+                        yield FinalAnswerStep(output=final_answer(exc.detection))
+                        return
+                yield step
+        finally:
+            box[0] = None
+            if mine is None:
+                current.close()
+
+
+def _new_turn(run: Run) -> None:
+    """The agent's next step is a model turn of a run the guard opened: the ladder steps once
+    per turn for the tool calls it asks for together (a run the user opened is left alone)."""
+    if user_run() is None:
+        run.end_turn()
+
+
+def _stop_when_killed(box: list[Run | None]) -> Callable[..., None]:
+    def stop(step: Any, agent: Any = None) -> None:
+        run = box[0]
+        if run is None:
+            return
+        detection = run.killed
+        if detection is not None:
+            raise LoopDetected(detection, run.stats())
+        _new_turn(run)
+
+    return stop
 
 
 def stop_on_kill(step: Any, agent: Any = None) -> None:

@@ -202,12 +202,26 @@ def observe(
     plain = content_of(result, error)
     if not isinstance(plain, frozenset):
         return plain
+    if error is not None:
+        return (plain, _error_units(error, arguments))
     echo = echo_of(arguments)
     if not echo:
         return (plain, plain)
-    if error is not None:
-        return (plain, content_of(result, error, echo))
     return (plain, _masked(plain, echo))
+
+
+def _error_units(error: BaseException, arguments: Mapping[str, Any]) -> frozenset[Any]:
+    """An error's content with what echoes the arguments masked: its template (quoted strings and
+    numbers masked), and each string argument found whole in it (``No customer alice``). Whole
+    arguments, not their words: a word of the query that also names the place searched
+    (``jackson`` in ``/src/jackson-core``) is not an echo."""
+    template = error_template(error)
+    for value in arguments.values():
+        if type(value) is str and 2 <= len(value) <= _ECHO_CHARS:
+            for phrase in {value, value.strip("'\"` ")}:
+                if len(phrase) >= 2 and phrase in template:
+                    template = re.sub(rf"(?<!\w){re.escape(phrase)}(?!\w)", "_", template)
+    return frozenset((("!", template),))
 
 
 def _echoes_none(arguments: Mapping[str, Any], words: list[str]) -> bool:

@@ -1,11 +1,15 @@
 """Evidence of progress shared by the layers that judge repeats (``dedup``, ``cycle``, ``iterations``).
 
-Two questions, answered the same way everywhere:
+Three questions, answered the same way everywhere:
 
-* ``repeat_key``: when the same call comes back, is its outcome the same as last time? Failures
-  are all alike (the same action failing again is a repeat, however its message drifts), an
+* ``repeat_key``: when the same call comes back, is its outcome the same as last time? A failure
+  is compared by what failed (its masked error text: ``outcome.failure_fingerprint``), or, for
+  the very same call failing again, is simply a failure again (however its message drifts), an
   identical write is a repeat whatever receipt it got (a new revision number or message id is not
   progress), and anything else is compared by its skeleton (``fuzeguard._private.outcome``).
+* ``changes_state``: did a completed call change the world, so that a read repeated after it may
+  answer anew? A write that did not fail does (a call of kind ``write``: by its name, a shell
+  command that writes, or declared). Reads, searches, failures and ``noop`` tools do not.
 * ``novelty``: did a completed call bring something the run had not seen? A result not seen
   before does; so does a write or a command (``exec``) with new arguments that did not fail (it
   may have changed something, whatever it answered: ``sed -i`` prints nothing) and a call with new
@@ -29,17 +33,40 @@ INFORMING = frozenset({"read", "search", "model", "poll"})
 #: Kinds whose answer to new arguments may be a bare acknowledgement ("OK"): progress all the same.
 #: A tool whose name says nothing (``other``) is given that benefit of the doubt.
 ACKNOWLEDGING = frozenset({"write", "exec", "other"})
+#: Kinds that change nothing and tell nothing about the world (``think``, a scratchpad): the
+#: layers look through them.
+TRANSPARENT = frozenset({"noop"})
 FAILED = b"\x00failed"
 WRITTEN = b"\x00written"
 
 
-def repeat_key(record: CallRecord) -> Hashable | None:
-    """What a repeated call's outcome is compared by; ``None`` when it is unknown."""
+def repeat_key(record: CallRecord, failures_alike: bool = False) -> Hashable | None:
+    """What a repeated call's outcome is compared by; ``None`` when it is unknown.
+    ``failures_alike``: every failure is the same outcome (the very same call failing again is a
+    repeat, whatever its message says this time)."""
     if record.error is not None:
-        return FAILED
+        return FAILED if failures_alike else (record.error, record.result_fp)
     if record.kind == "write":
         return WRITTEN
     return record.result_fp
+
+
+def changes_state(record: CallRecord) -> bool:
+    """Whether a call changed the world: a write that did not fail (or is still running)."""
+    return record.kind == "write" and record.error is None
+
+
+def last_change(history: Sequence[CallRecord], args_fp: bytes, after: int) -> int:
+    """The index of the latest call in ``history`` after call ``after`` that changed the world
+    (``changes_state``) and is not the call ``args_fp`` itself (repeating an identical write
+    changes nothing more), or ``after`` when there is none."""
+    for i in range(len(history) - 1, -1, -1):
+        record = history[i]
+        if record.index <= after:
+            break
+        if changes_state(record) and record.args_fp != args_fp:
+            return record.index
+    return after
 
 
 def novelty(history: Sequence[CallRecord]) -> list[bool]:

@@ -1,56 +1,106 @@
-"""Layer 2, ``dedup``: the same call with the same arguments, again and again (Fuze layer 2).
+"""Layer 2, ``dedup``: the same call with the same outcome, again and again (Fuze layer 2).
 
-Result-aware by default: a repeat whose previous identical call brought a new result is progress
-(polling a status that changes, re-running tests after an edit), not a loop. Only sustained
-repetition counts: an identical call that recurs after other work (``git status`` between reads of
-different files, ``sleep(5)`` between polls whose answer moves, listing a directory again between
-reads of new files) starts its count afresh. Polls wait before they loop: an unchanged answer to
-an identical poll is warned at the 10th poll and a loop at the 20th (``poll_warn_threshold``,
-``poll_threshold``). Failures are all alike, and an identical write is a repeat whatever receipt it
-got (``fuzeguard.layers._evidence``).
+Result- and state-aware by default. The layer remembers, for each call (function and arguments),
+the outcomes it had since the world last changed: since the latest write that succeeded (a call
+of kind ``write``: by its name, a shell command that writes, or declared), other than the same
+write repeated. A read, a search, a command or a failing call that already had the same outcome
+``repeat_threshold`` times with nothing changed since is a loop at its next occurrence (the 3rd
+with the defaults), wherever the other calls of the run fall between them: a lookup that fails,
+then another that succeeds, then the first again, and again, is the same lookup failing. A call
+whose outcome changed is progress (polling a status that moves, re-running tests after an
+edit); a write in between lets every call answer anew (re-reading a file after editing it).
+
+The same function failing ``repeat_threshold`` times with the same error (``repeat_key``:
+compared by the masked error text) and arguments at least ``similarity_threshold`` alike is one
+action repeated, however its arguments were touched up: the next such attempt is a loop.
+
+Polls wait before they loop: an unchanged answer to an identical poll is warned at the 10th poll
+and a loop at the 20th (``poll_warn_threshold``, ``poll_threshold``). With ``result_aware =
+false``, plain Fuze counting: identical calls in the last ``window_size`` calls, whatever their
+outcome.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
-from fuzeguard._private.layer import LayerSettings, RunView, setting
+from rapidfuzz.distance import Indel
+
+from fuzeguard._private.layer import Feature, LayerSettings, RunView, setting
 from fuzeguard._private.records import Call, CallRecord, Detection, Kind
-from fuzeguard.layers._evidence import FAILED, novelty, repeat_key
+from fuzeguard.layers._evidence import FAILED, changes_state, last_change, novelty, repeat_key
+
+#: How much of a call's arguments is compared when its attempts are near-identical.
+ATTEMPT_CHARS = 2000
+
+
+def attempt_text(arguments: Mapping[str, Any]) -> str:
+    """The text of a call's arguments, as near-identical attempts are compared by: the values in
+    order, bounded to ``ATTEMPT_CHARS``."""
+    parts: list[str] = []
+    size = 0
+    for value in arguments.values():
+        text = value if type(value) is str else repr(value)
+        parts.append(text[: ATTEMPT_CHARS - size])
+        size += len(parts[-1]) + 1
+        if size >= ATTEMPT_CHARS:
+            break
+    return "\x1f".join(parts)
+
+
+def _attempt(
+    arguments: Mapping[str, Any], result: Any, error: BaseException | None
+) -> str | None:
+    """The text of a failed call's arguments, when the failure says something: an error with a
+    message, or an output. A bare exit status with nothing printed (a ``grep`` that matched
+    nothing) is a miss, not an error to be fixed: near-identical misses are left to ``progress``."""
+    said = str(error) if error is not None else ""
+    if not said and not (type(result) is str and result.strip()) and type(result) is not dict:
+        return None
+    return attempt_text(arguments)
+
+
+#: What dedup keeps of a call that failed: the text of its arguments, when its failure says what
+#: went wrong.
+ATTEMPT = Feature("attempt", _attempt, failures_only=True)
 
 
 @dataclass(frozen=True, slots=True)
 class Dedup(LayerSettings):
-    """Flag the call that would make one (function, arguments) pair occur too often in the window.
+    """Flag the call that would repeat one (function, arguments) pair with the same outcome too
+    often (see the module doc).
 
-    ``count`` is the number of occurrences in the last ``window_size`` calls, the pending one
-    included; with ``result_aware`` only the latest streak of calls that returned the same result
-    counts. The call that makes ``count`` exceed ``repeat_threshold`` is a loop (Fuze: the 4th call
-    with the default 3). The call that makes it reach ``repeat_warn_threshold`` gets an early
-    warning (the 3rd identical call, as OpenFang and Hermes warn); ``0`` turns early warnings off.
-    Calls whose result is unknown count as repeats.
+    ``count`` is the number of earlier occurrences with one outcome since the last change of
+    state, within the last ``repeat_memory`` calls, plus the pending one (an occurrence whose
+    outcome is unknown, such as a call still running, counts with every outcome when it is among
+    the last ``window_size`` calls). The call that makes ``count`` exceed ``repeat_threshold`` is a
+    loop (the 3rd with the default 2). The call that makes it reach ``repeat_warn_threshold`` gets
+    an early warning; ``0``, the default, warns only through the ladder.
     """
 
     name: ClassVar[str] = "dedup"
+    # The text of each failed call's arguments, for near-identical attempts.
+    features: ClassVar[tuple[Feature, ...]] = (ATTEMPT,)
 
     window_size: int = setting(
-        10, type="int", minimum=1, origin="Fuze layer 2", doc="How many recent calls dedup looks at."
+        10, type="int", minimum=1, origin="Fuze layer 2",
+        doc="How many recent calls plain counting (result_aware = false) looks at, and how recent "
+        "a call of unknown outcome must be to count as a repeat.",
+    )
+    repeat_memory: int = setting(
+        100, type="int", minimum=1, origin="fuzeguard",
+        doc="How many recent calls dedup remembers outcomes over, since the last change of state.",
     )
     repeat_threshold: int = setting(
-        3,
-        type="int",
-        minimum=1,
-        origin="Fuze layer 2",
-        doc="Identical calls allowed in the window; the next identical one is a loop.",
+        2, type="int", minimum=1, origin="fuzeguard (Fuze layer 2 allows 3)",
+        doc="Occurrences with the same outcome and no change of state between allowed; the next "
+        "one is a loop.",
     )
     repeat_warn_threshold: int = setting(
-        3,
-        type="int",
-        minimum=0,
-        origin="OpenFang/Hermes loop guard",
-        doc="The identical call that reaches this count gets a warning only (0: no early warning).",
+        0, type="int", minimum=0, origin="OpenFang/Hermes loop guard (warns at the 3rd)",
+        doc="The repeat that reaches this count gets a warning only (0: no early warning).",
     )
     poll_threshold: int = setting(
         19,
@@ -66,6 +116,10 @@ class Dedup(LayerSettings):
         origin="OpenClaw known-poll rule (warn from the 10th unchanged poll)",
         doc="The identical poll with an unchanged answer that reaches this count gets a warning "
         "only (0: no early warning).",
+    )
+    similarity_threshold: float = setting(
+        0.9, type="float", minimum=0.0, maximum=1.0, origin="Ralph (loopThreshold = 0.9)",
+        doc="Similarity (0 to 1) at which two texts count as the same.",
     )
     result_aware: bool = setting(
         True,
@@ -90,7 +144,7 @@ class Dedup(LayerSettings):
 
     @property
     def history_needed(self) -> int:
-        return max(self.window_size, self._poll_window)
+        return max(self.window_size, self._poll_window, self.repeat_memory if self.result_aware else 0)
 
     @property
     def _poll_window(self) -> int:
@@ -99,12 +153,112 @@ class Dedup(LayerSettings):
 
     def check(self, run: RunView, call: Call) -> Detection | None:
         same = run.same_args(call.args_fp)
-        if not same:
+        threshold = self.repeat_threshold
+        if not same and run.errors < threshold:
+            return None  # a call with new arguments in a run with few failures: the common case
+        if call.kind == "poll" or not self.result_aware:
+            return self._counted(run, call, same) if same else None
+        found = None
+        if len(same) + 1 >= (self.repeat_warn_threshold or threshold + 1):
+            found = self._remembered(run, call, same)
+        if found is None and run.errors >= threshold and run.calls_of(call.fn) >= threshold:
+            found = self._attempts(run, call)
+        return found
+
+    def _remembered(
+        self, run: RunView, call: Call, same: Sequence[CallRecord]
+    ) -> Detection | None:
+        """The state-aware memory: the outcomes of this very call since the last change."""
+        threshold, warn = self.repeat_threshold, self.repeat_warn_threshold
+        oldest = call.index - self.repeat_memory
+        first = len(same)
+        while first > 0 and same[first - 1].index > oldest:
+            first -= 1
+        if first == len(same):
             return None
-        if call.kind == "poll":
-            threshold, warn, window = self.poll_threshold, self.poll_warn_threshold, self._poll_window
+        changed = last_change(run.history, call.args_fp, same[first].index - 1)
+        recent = call.index - self.window_size
+        counts: dict[Hashable, int] = {}
+        unknown = 0
+        for record in same[first:]:
+            if record.index <= changed:
+                continue
+            key = repeat_key(record, failures_alike=True)
+            if key is None:
+                if record.index > recent:
+                    unknown += 1
+            else:
+                counts[key] = counts.get(key, 0) + 1
+        if not counts:
+            if not unknown:
+                return None  # nothing since the last change
+            # No outcome known (a trace without results): only a sustained streak is evidence.
+            return self._counted(run, call, same)
+        best_key: Hashable = None
+        best = 0
+        for key, n in counts.items():
+            if n > best:
+                best_key, best = key, n
+        count = best + unknown + 1
+        if count > threshold:
+            kind: Kind = "loop"
+        elif warn and count == warn:
+            kind = "warning"
         else:
-            threshold, warn, window = self.repeat_threshold, self.repeat_warn_threshold, self.window_size
+            return None
+        return self._detection(call, count, threshold, kind, best_key)
+
+    def _attempts(self, run: RunView, call: Call) -> Detection | None:
+        """One action failing again and again: the latest calls of this function since the last
+        change all failed with one error that says what went wrong, and either their arguments
+        are alike the pending call's (``repeat_threshold`` of them), or there are one more of
+        them whatever their arguments (the error does not depend on them)."""
+        threshold = self.repeat_threshold
+        history = run.history
+        oldest = call.index - self.repeat_memory
+        fn = call.fn
+        failed: list[CallRecord] = []
+        for i in range(len(history) - 1, -1, -1):
+            record = history[i]
+            if record.index <= oldest:
+                break
+            if record.fn == fn:
+                if record.error is None:
+                    if record.kind == "write" or record.result_fp is not None:
+                        break  # it worked (or changed something) last time
+                    continue  # still running, or unknown
+                if failed and record.result_fp != failed[0].result_fp:
+                    break
+                if type(record.features.get(ATTEMPT.key)) is not str:
+                    break  # a bare failure (nothing said): a miss, not an error to fix
+                failed.append(record)
+                if len(failed) > threshold:
+                    break
+            elif changes_state(record):
+                break  # something changed since
+        if len(failed) < threshold:
+            return None
+        if len(failed) > threshold:
+            return self._detection(call, len(failed) + 1, threshold, "loop", FAILED, alike=True)
+        pending = attempt_text(call.arguments)
+        cutoff = self.similarity_threshold
+        for record in failed:
+            text = record.features[ATTEMPT.key]
+            if Indel.normalized_similarity(pending, text, score_cutoff=cutoff) < cutoff:
+                return None
+        return self._detection(call, threshold + 1, threshold, "loop", FAILED, alike=True)
+
+    def _counted(self, run: RunView, call: Call, same: Sequence[CallRecord]) -> Detection | None:
+        """Identical calls counted in a window: polls (their streak of one answer, not separated
+        by other work) and plain Fuze counting (``result_aware = false``)."""
+        if call.kind == "poll":
+            threshold, warn, window = (
+                self.poll_threshold, self.poll_warn_threshold, self._poll_window
+            )
+        else:
+            threshold, warn, window = (
+                self.repeat_threshold, self.repeat_warn_threshold, self.window_size
+            )
         first = warn if warn else threshold + 1
         oldest = call.index - window
         if first > 1 and (len(same) + 1 < first or same[-(first - 1)].index <= oldest):
@@ -115,7 +269,7 @@ class Dedup(LayerSettings):
         for record in reversed(same):
             if record.index <= oldest:
                 break
-            key = repeat_key(record)
+            key = repeat_key(record, failures_alike=True)
             if key is not None:
                 if streak_key is None:
                     streak_key = key
@@ -134,14 +288,19 @@ class Dedup(LayerSettings):
             kind = "warning"
         else:
             return None
+        return self._detection(call, count, threshold, kind, streak_key if all_same else None)
+
+    def _detection(
+        self, call: Call, count: int, threshold: int, kind: Kind, key: object, alike: bool = False
+    ) -> Detection:
         return Detection(
             layer=self.name,
             fn=call.fn,
             count=count,
             threshold=threshold,
             kind=kind,
-            pattern=call.args_fp,
-            message=_message(call, count, kind, streak_key if all_same else None),
+            pattern=(call.fn, "alike") if alike else call.args_fp,
+            message=_message(call, count, kind, key, alike),
         )
 
 
@@ -161,7 +320,7 @@ def _sustained(
     for record, new in reversed(list(zip(records, novelty(records), strict=True))):
         if record.index <= oldest:
             break
-        key = (record.fn, record.args_fp, repeat_key(record))
+        key = (record.fn, record.args_fp, repeat_key(record, failures_alike=True))
         if new and record.args_fp != call.args_fp and key not in repeated:
             work.append(record.index)
             break
@@ -172,7 +331,7 @@ def _sustained(
     return [record for record in streak if record.index > latest_work]
 
 
-def _message(call: Call, count: int, kind: str, key: object) -> str:
+def _message(call: Call, count: int, kind: str, key: object, alike: bool = False) -> str:
     if call.kind == "poll":
         if kind == "loop":
             return (
@@ -183,6 +342,12 @@ def _message(call: Call, count: int, kind: str, key: object) -> str:
             f"You have polled `{call.fn}` {count} times with the same answer. Wait longer between "
             "polls, or check whether what you are waiting for can still happen."
         )
+    if alike:
+        return (
+            f"You have tried `{call.fn}` {count} times with nearly the same arguments and it "
+            "failed the same way each time. Read the error and change the approach, not the "
+            "details."
+        )
     if key == FAILED:
         got = " and it failed each time"
     elif key is not None:
@@ -191,8 +356,8 @@ def _message(call: Call, count: int, kind: str, key: object) -> str:
         got = ""
     if kind == "loop":
         return (
-            f"You called `{call.fn}` with the same arguments {count} times{got}. "
-            "Try different arguments or another tool."
+            f"You called `{call.fn}` with the same arguments {count} times{got}, and nothing "
+            "changed in between. Use what you have, or try different arguments or another tool."
         )
     return (
         f"You are calling `{call.fn}` with the same arguments for the {_ordinal(count)} "

@@ -14,10 +14,11 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Any, ClassVar
 
+from fuzeguard._private.fingerprint import fingerprint
 from fuzeguard._private.layer import Feature, LayerSettings, RunView, setting
 from fuzeguard._private.records import Call, CallRecord, Detection
 from fuzeguard.layers._content import CONTENT, NEUTRAL, brought_nothing_new, units_of
-from fuzeguard.layers._evidence import ACKNOWLEDGING, INFORMING
+from fuzeguard.layers._evidence import ACKNOWLEDGING, INFORMING, TRANSPARENT
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +82,13 @@ class Progress(LayerSettings):
         # run of stale calls reaches the pending one: one look at the argument index (which
         # holds every call of the history) instead of the window.
         latest = history[n - 1]
+        if latest.kind in TRANSPARENT:
+            # A ``noop`` tool (think, a scratchpad) neither brings nor stops anything: look through.
+            history = [r for r in history if r.kind not in TRANSPARENT]
+            n = len(history)
+            if n < 2:
+                return None
+            latest = history[n - 1]
         if (
             latest.error is None
             and latest.kind in ACKNOWLEDGING
@@ -95,6 +103,7 @@ class Progress(LayerSettings):
 
     def _look(self, history: Sequence[CallRecord], call: Call) -> Detection | None:
         """The full judgement (``check`` calls it when its cheap exit does not settle the call)."""
+        history = [r for r in history if r.kind not in TRANSPARENT]
         n = len(history)
         if n < 2:
             return None
@@ -131,9 +140,14 @@ class Progress(LayerSettings):
 
     def _stale(self, history: Any, i: int, lookback: int) -> bool:
         record = history[i]
-        if record.kind == "poll" or units_of(record, CONTENT.key) is NEUTRAL:
+        if record.kind == "poll":
             return False
         earlier = [history[j] for j in range(max(0, i - lookback), i)]
+        if units_of(record, CONTENT.key) is NEUTRAL:
+            # No words: no evidence, unless a search found nothing again.
+            return nothing_found(record) and any(
+                r.result_fp == record.result_fp for r in earlier
+            )
         return brought_nothing_new(record, earlier, CONTENT.key)
 
     def _detection(self, call: Call, window: list[Any], kind: str) -> Detection:
@@ -162,6 +176,17 @@ class Progress(LayerSettings):
         )
 
 
+#: The fingerprints of an empty answer: for a search, "nothing found".
+_EMPTY_ANSWERS: tuple[object, ...] = ("", "\n", " ", [], {}, None)
+_NOTHING: frozenset[bytes] = frozenset(fingerprint(value) for value in _EMPTY_ANSWERS)
+
+
+def nothing_found(record: CallRecord) -> bool:
+    """Whether ``record`` is a search that answered with nothing at all (an empty output or list):
+    no words, but an answer all the same, as "No results found." is."""
+    return record.kind == "search" and record.error is None and record.result_fp in _NOTHING
+
+
 def _news(record: CallRecord, earlier: Iterable[CallRecord]) -> bool:
     """True when ``record`` surely brought something new against ``earlier`` (``_stale`` would
     say it is not stale): its outcome is known, none of ``earlier`` has its result fingerprint,
@@ -170,7 +195,7 @@ def _news(record: CallRecord, earlier: Iterable[CallRecord]) -> bool:
     result that brings something new."""
     content = units_of(record, CONTENT.key)
     if type(content) is not frozenset or not content:
-        return content is NEUTRAL
+        return content is NEUTRAL and not nothing_found(record)
     fp = record.result_fp
     known: list[frozenset[Any]] = []
     keep = known.append

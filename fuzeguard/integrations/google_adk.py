@@ -1,0 +1,144 @@
+"""Google ADK: ``LoopGuardPlugin``, a runner plugin that guards every tool of every agent it runs.
+
+``Runner(app=App(name="shop", root_agent=agent, plugins=[LoopGuardPlugin(on_loop="kill")]), ...)``:
+the plugin's callbacks see every tool call of the runner's agents,
+sub-agents and agents called through ``AgentTool`` (which inherit the runner's plugins); the tools
+are not touched. Each ``run_async`` is judged in a run of its own (``_runs.py``): a run the user
+opened around it wins (``KeyedRuns`` makes a conversation of several invocations one run), and an
+agent called through ``AgentTool`` gets a child run.
+
+- a skip answers the call with ``{"result": message}``: the tool does not run, the model reads it;
+- a warn lets the call run and adds ``{"loop_warning": message}`` to its result, for the model;
+- a kill answers the call with ``{"error": stop message}``, and the next model call of the
+  invocation is answered by the plugin with a final text (the model is not asked again), so
+  ``run_async`` ends with a final response event the application can show; ``killed(session_id)``
+  is the ``LoopDetected`` of the session's last killed invocation (ADK wraps an exception raised
+  in a plugin in a ``RuntimeError``, so the plugin does not raise it).
+
+Each model call ends a turn of a run the invocation opened (the ladder steps once per turn).
+Install with ``pip install 'fuzeguard[google-adk]'``.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import TYPE_CHECKING, Any
+
+from google.adk.agents.callback_context import CallbackContext
+from google.adk.agents.invocation_context import InvocationContext
+from google.adk.models.llm_request import LlmRequest
+from google.adk.models.llm_response import LlmResponse
+from google.adk.plugins.base_plugin import BasePlugin
+from google.adk.tools.base_tool import BaseTool
+from google.adk.tools.tool_context import ToolContext
+from google.genai import types
+
+from fuzeguard._private.exceptions import LoopDetected
+from fuzeguard.integrations._calls import ToolCalls, final_answer, stop_message, warning_note
+from fuzeguard.integrations._hooked import Invocations
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from fuzeguard._private.options import ToolOptions
+
+_MAX_KILLED = 1024  # sessions whose last kill is kept for ``killed``
+
+
+class LoopGuardPlugin(BasePlugin):
+    """Guard every tool call of an ADK runner against loops.
+
+    Options are those of ``guard()`` (``on_loop``, thresholds, ``on_detect``...), applied to each
+    tool by its name (``[functions.NAME]`` in fuze.toml applies too). Don't also ``guard()`` the
+    tools' functions: each call would count twice.
+    """
+
+    def __init__(self, *, name: str = "fuzeguard", **options: Unpack[ToolOptions]) -> None:
+        super().__init__(name)
+        self.calls = ToolCalls(**options)
+        self._invocations = Invocations()
+        self._killed: OrderedDict[str, LoopDetected] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def killed(self, session_id: str) -> LoopDetected | None:
+        """The ``LoopDetected`` of the last invocation of session ``session_id`` that a kill
+        ended (its detection, and the stats of the run it killed), or None."""
+        return self._killed.get(session_id)
+
+    # ------------------------------------------------------------------ one run per invocation
+
+    async def before_run_callback(
+        self, *, invocation_context: InvocationContext
+    ) -> types.Content | None:
+        agent = invocation_context.agent
+        self._invocations.start(invocation_context.invocation_id, agent.name if agent else "adk")
+        return None
+
+    async def after_run_callback(self, *, invocation_context: InvocationContext) -> None:
+        self._invocations.end(invocation_context.invocation_id)
+
+    async def on_run_error_callback(
+        self, *, invocation_context: InvocationContext, error: Exception
+    ) -> None:
+        self._invocations.end(invocation_context.invocation_id)
+
+    # ------------------------------------------------------------------ tool calls
+
+    async def before_tool_callback(
+        self, *, tool: BaseTool, tool_args: dict[str, Any], tool_context: ToolContext
+    ) -> dict[str, Any] | None:
+        invocation = self._invocations.get(tool_context.invocation_id)
+        outcome = invocation.begin(self.calls, tool.name, tool_args, tool_context.function_call_id)
+        if outcome.skipped is not None:
+            return {"result": outcome.skipped.value}
+        if outcome.killed is not None:
+            return {"error": stop_message(outcome.killed)}
+        return None
+
+    async def after_tool_callback(
+        self, *, tool: BaseTool, tool_args: dict[str, Any], tool_context: ToolContext, result: Any,
+    ) -> dict[str, Any] | None:
+        invocation = self._invocations.get(tool_context.invocation_id)
+        outcome = invocation.end(tool_context.function_call_id)
+        if outcome is None:
+            return None
+        outcome.done(result)
+        detection = outcome.warning
+        if detection is None:
+            return None
+        # ADK shows the model a tool's dict as it is, anything else as {"result": value}.
+        shown = result if isinstance(result, dict) else {"result": result}
+        return {**shown, "loop_warning": warning_note(detection)}
+
+    async def on_tool_error_callback(
+        self, *, tool: BaseTool, tool_args: dict[str, Any], tool_context: ToolContext,
+        error: Exception,
+    ) -> dict[str, Any] | None:
+        invocation = self._invocations.get(tool_context.invocation_id)
+        outcome = invocation.end(tool_context.function_call_id)
+        if outcome is not None:
+            outcome.fail(error)
+        return None
+
+    # ------------------------------------------------------------------ ending the invocation
+
+    async def before_model_callback(
+        self, *, callback_context: CallbackContext, llm_request: LlmRequest
+    ) -> LlmResponse | None:
+        """A new model turn; after a kill, the final answer instead of asking the model."""
+        invocation = self._invocations.get(callback_context.invocation_id)
+        run = invocation.run
+        detection = run.killed
+        if detection is None:
+            if invocation.owned:  # the model turns of a run the invocation opened
+                run.end_turn()
+            return None
+        with self._lock:
+            self._killed[callback_context.session.id] = LoopDetected(detection, run.stats())
+            while len(self._killed) > _MAX_KILLED:
+                self._killed.popitem(last=False)
+        return LlmResponse(
+            content=types.Content(role="model", parts=[types.Part(text=final_answer(detection))]),
+            turn_complete=True,
+        )

@@ -1,0 +1,98 @@
+"""Strands Agents with ``LoopGuard`` hooks: scripted models that loop forever under each action,
+requests served concurrently, an agent called as a tool, a conversation keyed as one run (real
+strands-agents package in its own environment, ``strands_python``, running ``strands_stuck.py``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from side_env import run_in
+
+from tests.served import ANSWER, check_served
+from tests.stuck_agents import ACTIONS, VARIANTS, Tally, check_run, side_example
+
+
+@pytest.fixture(scope="module")
+def measured(strands_python: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    out = tmp_path_factory.mktemp("strands") / "measured.json"
+    run_in(strands_python, [str(Path(__file__).parent / "strands_stuck.py"), str(out)], out.parent)
+    result: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
+    return result
+
+
+def _tally(found: dict[str, Any]) -> Tally:
+    tally = Tally()
+    tally.runs["all"] = found["total"]
+    tally.at_first_detection = None if found["after"] is None else found["total"] - found["after"]
+    return tally
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("action", list(ACTIONS))
+def test_a_stuck_agent_behaves_as_recorded(measured: dict[str, Any], action: str, variant: str) -> None:
+    found = measured["stuck"][f"{action}/{variant}"]
+    check_run("strands", action, variant, _tally(found), shown=found["shown"], turns=found["turns"],
+              ended=found["ended"])
+
+
+def test_a_kill_ends_the_invocation_with_a_final_answer_and_keeps_the_loop_detected(
+    measured: dict[str, Any],
+) -> None:
+    found = measured["stuck"]["kill/same"]
+    assert found["text"].startswith("Stopped: the agent was looping (dedup at tool call 4")
+    assert found["total"] == 3 and found["turns"] == 4
+    assert found["error"] == {"type": "LoopDetected", "layer": "dedup", "calls": 3, "killed": True}
+
+
+def test_a_warning_reaches_the_model_with_the_tools_result(measured: dict[str, Any]) -> None:
+    shown = measured["stuck"]["warn/same"]["shown"]
+    assert shown[:2] == ["3 results for laptops"] * 2
+    assert shown[3].startswith("3 results for laptops [fuzeguard warning] You called `search`")
+
+
+def test_a_skip_answers_with_the_message_as_a_result(measured: dict[str, Any]) -> None:
+    found = measured["stuck"]["skip/same"]
+    assert found["shown"][3].startswith("You called `search` with the same arguments 4 times")
+    assert found["total"] == 3
+
+
+def test_concurrent_requests_with_only_the_hooks_added_are_runs_of_their_own(
+    measured: dict[str, Any],
+) -> None:
+    found = measured["served"]
+    check_served(found["answers"], found["later"], found["tool_runs"])
+    assert found["looping"].startswith("Stopped: the agent was looping")
+
+
+def test_an_agent_called_in_a_tool_is_guarded_in_a_run_of_its_own(measured: dict[str, Any]) -> None:
+    found = measured["nested"]
+    assert found["tool_runs"] == 3 and found["killed"] == ["researcher"]
+    assert found["text"].startswith("Stopped: the agent was looping (dedup")
+
+
+def test_a_conversation_keyed_as_one_run_carries_its_history_across_requests(
+    measured: dict[str, Any],
+) -> None:
+    texts = measured["conversation"]
+    assert texts[:3] == [ANSWER] * 3
+    assert texts[3].startswith("Stopped: the agent was looping")
+
+
+def test_parallel_calls_of_one_model_turn_take_one_step_of_the_ladder(
+    measured: dict[str, Any],
+) -> None:
+    found = measured["parallel"]
+    assert found["actions"] == ["warn"] + ["warn"] * 3 + ["skip"] * 3 + ["kill"]
+    assert found["tool_runs"] == 6 and found["turns"] == 4
+    assert found["text"].startswith("Stopped: the agent was looping")
+
+
+def test_the_docs_example_runs_and_prints_what_the_page_shows(strands_python: str, tmp_path: Path) -> None:
+    code, shown = side_example(
+        "# with strands (run by tests/test_integration_strands.py in its own environment)"
+    )
+    printed = run_in(strands_python, ["-c", code], tmp_path)
+    assert printed.rstrip().splitlines()[-2:] == shown.rstrip().splitlines()
