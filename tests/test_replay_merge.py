@@ -62,9 +62,9 @@ def test_a_hostile_line_in_a_merged_replay_is_reported_by_file_and_line_and_the_
     assert [p.split(": ", 2)[1] for p in problems] == [f"{hostile}:1", f"{hostile}:3"]
     assert "nested too deeply" in problems[0] and "not valid JSON" in problems[1]
     # The line with a 400-digit "at" has no time: it sorts first with the other bad lines and is
-    # replayed; the good lines are calls 4 and 5, the third identical call warns.
+    # replayed; the good lines are calls 4 and 5, the third identical call is a loop.
     assert [(f["call"], f["action"]) for f in map(json.loads, out.getvalue().splitlines())] == [
-        (5, "warn")
+        (5, "kill")
     ]
 
 
@@ -80,4 +80,4 @@ def test_endless_input_in_a_merged_replay_stops_that_input_only(tmp_path: Path) 
     )
     assert [(p.trace, p.line) for p in summary.problems] == [(str(endless), 1)]
     assert "no end of line in 2,001 characters" in summary.problems[0].message
-    assert [(d.call, d.detection.action) for d in summary.detections] == [(4, "warn"), (5, "kill")]
+    assert [(d.call, d.detection.action) for d in summary.detections] == [(4, "kill")]

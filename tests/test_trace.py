@@ -484,13 +484,13 @@ def test_every_attempted_call_is_written_those_refused_after_the_kill_too(tmp_pa
     tool = guard(lambda x: "same", name="t")
     with fuzeguard.run(trace=str(trace)):
         for _ in range(6):
-            with pytest.raises(LoopDetected) if _ >= 3 else nullcontext():
+            with pytest.raises(LoopDetected) if _ >= 2 else nullcontext():
                 tool(1)
     lines = _lines(trace)
-    assert [line.get("action") for line in lines] == [None, None, "warn", "kill", "kill", "kill"]
-    assert [bool(line.get("detections")) for line in lines[3:]] == [True, False, False]
+    assert [line.get("action") for line in lines] == [None, None, "kill", "kill", "kill", "kill"]
+    assert [bool(line.get("detections")) for line in lines[2:]] == [True, False, False, False]
     summary = Replayer(Config()).replay_file(str(trace))
-    assert (summary.calls, summary.not_evaluated, len(summary.kills)) == (6, 2, 1)
+    assert (summary.calls, summary.not_evaluated, len(summary.kills)) == (6, 3, 1)
 
 
 def test_add_cost_of_an_infinite_amount_is_rejected_and_logged(tmp_path: Path) -> None:
