@@ -108,11 +108,11 @@ def test_a_raising_skip_value_function_answers_with_the_message() -> None:
 
     tool = guard(lambda x: "same", name="f4", on_loop="skip", skip_value=raising_skip)
     with structlog.testing.capture_logs() as logs, fuzeguard.run():
-        answers = [tool(1) for _ in range(5)]
+        answers = [tool(1) for _ in range(4)]  # a 5th would end the run: skipping did not help
     assert answers[:2] == ["same"] * 2
     assert all(a.startswith("You called `f4` with the same arguments") for a in answers[2:])
     failed = _events(logs, "fuzeguard.skip_value_failed")
-    assert len(failed) == 3 and "skip_value exploded" in failed[0]["error"]
+    assert len(failed) == 2 and "skip_value exploded" in failed[0]["error"]
 
 
 def test_a_hanging_hook_does_not_block_the_call_beyond_the_bound(

@@ -25,7 +25,8 @@ def _complete(words: list[str]) -> list[str]:
 
 
 @pytest.mark.parametrize(("words", "expected"), [
-    (["fuze", "rep"], ["replay"]),
+    (["fuze", "rep"], ["replay", "report"]),
+    (["fuze", "repl"], ["replay"]),
     (["fuze", "c"], ["check", "completion"]),
     (["fuze", "replay", "--fail"], ["--fail-on-detect"]),
     (["fuze", "replay", "--format", ""], ["text", "json"]),

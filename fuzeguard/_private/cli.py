@@ -239,6 +239,11 @@ def _main(argv: Sequence[str] | None) -> int:
         return EXIT_USAGE
     if args.command == "check":
         return check(args.path, env=args.env, modules=args.modules)
+    if args.command == "completion":
+        from fuzeguard._private.shell_completion import script
+
+        sys.stdout.write(script(args.shell, parser))
+        return EXIT_OK
     if args.command == "report":
         return report(args.traces, config_path=args.config, env=args.env, html=args.html,
                       use_code_settings=not args.ignore_code_settings)
@@ -249,11 +254,6 @@ def _main(argv: Sequence[str] | None) -> int:
             return EXIT_USAGE
         return compare(args.traces, args.compare[0], args.compare[1], env=args.env,
                        fmt=args.format, use_code_settings=not args.ignore_code_settings)
-    if args.command == "completion":
-        from fuzeguard._private.shell_completion import script
-
-        sys.stdout.write(script(args.shell, parser))
-        return EXIT_OK
     return replay(
         args.traces,
         config_path=args.config,
