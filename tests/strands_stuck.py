@@ -181,11 +181,11 @@ def parallel() -> dict[str, Any]:
 
 
 def conversation() -> list[str]:
-    """Four requests of one conversation, keyed as one run, each searching "laptops" once."""
+    """Three requests of one conversation, keyed as one run, each searching "laptops" once."""
     tally = Tally()
     model, guard, conversations = Served(), LoopGuard(), KeyedRuns("chat")
     texts = []
-    for _ in range(4):
+    for _ in range(3):
         with conversations.run_for("thread-1"):
             texts.append(str(_agent(model, tally, guard)(LEGIT)).strip())
     return texts

@@ -22,8 +22,9 @@ import fuzeguard
 from fuzeguard import LoopDetected, guard
 from fuzeguard.testing import capture_detections
 
-# Default dedup: the 4th identical call with an unchanged result is the loop.
-LOOP_AT = 4
+# Default dedup: the 3rd identical call with an unchanged result (nothing changed in between)
+# is the loop.
+LOOP_AT = 3
 
 
 def search(query: str, limit: int = 5) -> str:
@@ -143,9 +144,9 @@ def test_langchain_async_tool_skip_answers_with_the_detection_message() -> None:
             return [await page.ainvoke({"url": "https://example.org"}) for _ in range(LOOP_AT)]
 
     answers = asyncio.run(agent())
-    assert answers[:3] == ["<html>https://example.org</html>"] * 3
-    assert "`fetch` with the same arguments 4 times" in answers[3]
-    assert ran == ["fetch"] * 3
+    assert answers[:2] == ["<html>https://example.org</html>"] * 2
+    assert "`fetch` with the same arguments 3 times" in answers[2]
+    assert ran == ["fetch"] * (LOOP_AT - 1)
 
 
 def test_langchain_injected_tool_call_id_is_left_out_of_the_fingerprint() -> None:
@@ -257,7 +258,7 @@ def test_langgraph_tool_runtime_is_left_out_of_the_fingerprint() -> None:
     with fuzeguard.run(), capture_detections() as found, pytest.raises(LoopDetected):
         for i in range(LOOP_AT):
             app.invoke(_tool_call("lookup", {"query": "q"}, i))
-    assert [d.kind for d in found] == ["warning", "loop"]
+    assert [d.kind for d in found] == ["loop"]
 
 
 # --------------------------------------------------------------------------- OpenAI Agents SDK
@@ -366,8 +367,8 @@ def test_openai_agents_tool_context_is_left_out_of_the_fingerprint() -> None:
             ]
 
     outputs = asyncio.run(invoke_all())
-    assert outputs[:3] == ["answer to q"] * 3
-    assert "`lookup` with the same arguments 4 times" in outputs[3]
+    assert outputs[:2] == ["answer to q"] * 2
+    assert "`lookup` with the same arguments 3 times" in outputs[2]
 
 
 # --------------------------------------------------------------------------- Pydantic AI
@@ -449,8 +450,8 @@ def test_pydantic_ai_skip_hands_the_model_the_detection_message() -> None:
         if isinstance(part, ToolReturnPart)
     ]
     assert result.output == "done"
-    assert returns[:3] == ["answer to q"] * 3
-    assert "`lookup` with the same arguments 4 times" in returns[3]
+    assert returns[:2] == ["answer to q"] * 2
+    assert "`lookup` with the same arguments 3 times" in returns[2]
 
 
 # --------------------------------------------------------------------------- MCP
@@ -517,7 +518,7 @@ def test_mcp_call_tool_counts_calls_and_kill_is_sticky() -> None:
 
 
 def test_mcp_skip_answers_with_the_detection_message_and_context_is_not_fingerprinted() -> None:
-    """The MCP Context parameter differs per request; the skip still comes at the 4th repeat."""
+    """The MCP Context parameter differs per request; the skip still comes at the 3rd call."""
     server = _mcp_tools(guarded=True)
 
     async def client() -> list[str]:
@@ -532,8 +533,8 @@ def test_mcp_skip_answers_with_the_detection_message_and_context_is_not_fingerpr
         return texts
 
     texts = asyncio.run(client())
-    assert texts[:3] == ["<html>u</html>"] * 3
-    assert "`fetch_with_context` with the same arguments 4 times" in texts[3]
+    assert texts[:2] == ["<html>u</html>"] * 2
+    assert "`fetch_with_context` with the same arguments 3 times" in texts[2]
 
 
 # --------------------------------------------------------------------------- smolagents

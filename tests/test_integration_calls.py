@@ -13,8 +13,8 @@ def test_a_call_by_name_is_fingerprinted_like_a_guarded_function_with_those_argu
     with fuzeguard.run():
         outcomes = [calls.call("search", {"query": "x"}, lambda: ran.append(1) or "r")[0]
                     for _ in range(5)]
-    assert [o.runs for o in outcomes] == [True, True, True, False, False]
-    assert len(ran) == 3
+    assert [o.runs for o in outcomes] == [True, True, False, False, False]
+    assert len(ran) == 2
 
 
 def test_the_argument_order_of_a_mapping_does_not_matter() -> None:

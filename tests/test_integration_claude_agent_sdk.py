@@ -84,12 +84,12 @@ def test_a_stuck_session_behaves_as_recorded(action: str, variant: str) -> None:
 
 def test_a_kill_stops_the_session_with_a_final_answer_and_keeps_the_loop_detected() -> None:
     tally, guard, cli, _, _ = _stuck("kill", "same")
-    assert cli.stopped_by_hook and tally.total == 3 and cli.turns == 4
+    assert cli.stopped_by_hook and tally.total == 2 and cli.turns == 3
     answer = guard.final_answer("s-stuck")
     assert answer is not None
-    assert answer.startswith("Stopped: the agent was looping (dedup at tool call 4, `mcp__shop__search`)")
+    assert answer.startswith("Stopped: the agent was looping (dedup at tool call 3, `mcp__shop__search`)")
     error = guard.killed("s-stuck")
-    assert isinstance(error, LoopDetected) and error.stats.calls == 3 and error.stats.killed
+    assert isinstance(error, LoopDetected) and error.stats.calls == 2 and error.stats.killed
     # What Claude read for the refused call: the stop message, as the denial's reason.
     assert cli.read[-1].endswith("Stop calling tools and answer with what you have.")
 
@@ -98,9 +98,13 @@ def test_a_warning_reaches_the_model_as_additional_context() -> None:
     _, _, cli, _, _ = _stuck("warn", "same")
     # Each result, and after the 3rd and 4th the guard's note, which the model reads.
     assert cli.read[:3] == ["3 results for laptops"] * 3
-    assert cli.read[3].startswith("[fuzeguard warning] You are calling `mcp__shop__search` with")
+    assert cli.read[3].startswith(
+        "[fuzeguard warning] You called `mcp__shop__search` with the same arguments 3 times"
+    )
     assert cli.read[4] == "3 results for laptops"
-    assert cli.read[5].startswith("[fuzeguard warning] You called `mcp__shop__search` with the same")
+    assert cli.read[5].startswith(
+        "[fuzeguard warning] You called `mcp__shop__search` with the same arguments 4 times"
+    )
 
 
 def test_a_skip_denies_the_call_with_the_message_and_the_tool_does_not_run() -> None:
@@ -112,7 +116,7 @@ def test_a_skip_denies_the_call_with_the_message_and_the_tool_does_not_run() -> 
 def test_a_subagents_calls_are_guarded_in_a_child_run_of_the_prompts_run() -> None:
     tally, _, cli, _, logs = _stuck("kill", "same", subagent="researcher")
     killed = [e["run_name"] for e in logs if e["event"] == "fuzeguard.run_killed"]
-    assert killed == ["researcher"] and tally.total == 3 and cli.stopped_by_hook
+    assert killed == ["researcher"] and tally.total == 2 and cli.stopped_by_hook
 
 
 def _served(prompt: str, read: list[str]) -> Step:
@@ -148,7 +152,7 @@ def test_a_conversation_keyed_as_one_run_carries_its_history_across_prompts() ->
 
     async def chat() -> list[str | None]:
         answers = []
-        for _ in range(4):
+        for _ in range(3):
             cli = ScriptedCLI(_served, session_id=f"s{next(_sessions)}")
             with conversations.run_for("thread-1"):
                 result = await _ask(guard, tally, cli, LEGIT)
@@ -157,7 +161,7 @@ def test_a_conversation_keyed_as_one_run_carries_its_history_across_prompts() ->
 
     with capture_logs():
         answers = asyncio.run(chat())
-    assert answers == [ANSWER] * 3 + ["stopped"]
+    assert answers == [ANSWER] * 2 + ["stopped"]
 
 
 def test_the_docs_example_runs_and_prints_what_the_page_shows(

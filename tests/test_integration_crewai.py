@@ -39,7 +39,7 @@ def test_a_stuck_crew_behaves_as_recorded(measured: dict[str, Any], action: str,
 
 
 def test_calls_answered_from_crewais_cache_are_seen_and_killed(measured: dict[str, Any]) -> None:
-    """The tool body ran once; the cache answered calls 2 and 3; the 4th was killed."""
+    """The tool body ran once; the cache answered call 2; the 3rd was killed."""
     found = measured["kill/same"]
     assert found["total"] == 1 and found["after"] == 0
     assert found["ended"] == "kickoff raised LLMCallBlockedError"
@@ -83,7 +83,7 @@ def test_a_skip_only_crew_that_keeps_searching_is_ended_by_escalation(
 
 
 def test_a_warning_reaches_the_model_as_a_note_on_the_tool_result(measured: dict[str, Any]) -> None:
-    assert any("[fuzeguard warning] You are calling `search`" in text
+    assert any("[fuzeguard warning] You called `search` with the same arguments 3 times" in text
                for text in measured["warn"]["shown"])
 
 

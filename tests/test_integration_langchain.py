@@ -90,12 +90,12 @@ def test_a_kill_ends_the_agent_with_a_final_message_and_no_further_tool_run() ->
     agent, model = _agent("kill", "same", tally)
     ended, state = _run(agent)
     assert ended == "agent ended by the guard with a final AIMessage"
-    assert tally.runs["search"] == 3 and tally.after_detection == 0
-    assert model.turns == 4  # the model is not asked again after the kill
+    assert tally.runs["search"] == 2 and tally.after_detection == 0
+    assert model.turns == 3  # the model is not asked again after the kill
     refused, final = state["messages"][-2:]
     assert isinstance(refused, ToolMessage) and refused.status == "error"
-    assert refused.content.startswith("You called `search` with the same arguments 4 times")
-    assert final.content.startswith("Stopped: the agent was looping (dedup at tool call 4")
+    assert refused.content.startswith("You called `search` with the same arguments 3 times")
+    assert final.content.startswith("Stopped: the agent was looping (dedup at tool call 3")
 
 
 def test_a_skip_is_answered_with_a_tool_message_and_escalates_to_a_kill_when_it_does_not_help() -> None:
@@ -103,10 +103,10 @@ def test_a_skip_is_answered_with_a_tool_message_and_escalates_to_a_kill_when_it_
     agent, model = _agent("skip", "same", tally)
     ended, state = _run(agent)
     assert ended == "agent ended by the guard with a final AIMessage"
-    assert tally.runs["search"] == 3 and tally.after_detection == 0
+    assert tally.runs["search"] == 2 and tally.after_detection == 0
+    assert model.shown[2].startswith("You called `search` with the same arguments 3 times")
     assert model.shown[3].startswith("You called `search` with the same arguments 4 times")
-    assert model.shown[4].startswith("You called `search` with the same arguments 5 times")
-    assert state["messages"][-1].content.startswith("Stopped: the agent was looping (dedup at tool call 6")
+    assert state["messages"][-1].content.startswith("Stopped: the agent was looping (dedup at tool call 5")
 
 
 def test_a_warning_reaches_the_model_as_a_note_on_the_tool_result() -> None:
@@ -114,7 +114,9 @@ def test_a_warning_reaches_the_model_as_a_note_on_the_tool_result() -> None:
     agent, model = _agent("warn", "same", tally)
     _run(agent)
     assert model.shown[1] == "3 results for laptops"
-    assert model.shown[2].startswith("3 results for laptops\n\n[fuzeguard warning] You are calling `search`")
+    assert model.shown[2].startswith(
+        "3 results for laptops\n\n[fuzeguard warning] You called `search` with the same arguments 3 times"
+    )
     assert "[fuzeguard warning] You called `search` with the same arguments 4 times" in model.shown[3]
 
 
@@ -139,7 +141,7 @@ def test_exit_behavior_error_raises_loop_detected_from_invoke() -> None:
     agent, _ = _agent("kill", "same", tally, exit_behavior="error")
     ended, _ = _run(agent)
     assert ended == "LoopDetected raised (dedup)"
-    assert tally.total == 3
+    assert tally.total == 2
 
 
 def test_exit_behavior_continue_refuses_every_later_call_and_lets_the_model_go_on() -> None:
@@ -156,7 +158,7 @@ def test_the_async_agent_is_guarded_the_same_way() -> None:
     agent, model = _agent("kill", "same", tally)
     ended, _ = _run(agent, use_async=True)
     assert ended == "agent ended by the guard with a final AIMessage"
-    assert tally.total == 3 and model.turns == 4
+    assert tally.total == 2 and model.turns == 3
 
 
 def test_the_middleware_takes_guard_options_and_rejects_bad_ones() -> None:
@@ -215,7 +217,7 @@ def test_exit_behavior_error_is_not_caught_by_an_outer_tool_middleware_and_leave
                          checkpointer=InMemorySaver())
     with capture_logs(), pytest.raises(LoopDetected) as raised:
         agent.invoke(task, config)
-    assert tally.total == 3 and raised.value.stats.calls == 3 and raised.value.stats.killed
+    assert tally.total == 2 and raised.value.stats.calls == 2 and raised.value.stats.killed
     messages = agent.get_state(config).values["messages"]
     asked = {c["id"] for m in messages if isinstance(m, AIMessage) for c in m.tool_calls}
     answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
@@ -294,7 +296,8 @@ def test_the_ladder_steps_once_per_model_turn_for_parallel_identical_calls() -> 
     with capture_logs(), capture_detections() as found:
         state = agent.invoke({"messages": [("user", "find")]}, LIMIT)
     loops = [d.action for d in found if d.kind == "loop"]
-    assert loops[:3] == ["warn", "warn", "warn"]  # turn 2's three calls: one step
-    assert loops[3:6] == ["skip", "skip", "skip"] and loops[6] == "kill"  # turns 3 and 4
-    assert tally.total == 6 and model.turns == 4
+    assert loops[0] == "warn"  # turn 1's third call
+    assert loops[1:4] == ["skip", "skip", "skip"]  # turn 2's three calls: one step
+    assert loops[4:] == ["kill"]  # turn 3
+    assert tally.total == 3 and model.turns == 3
     assert state["messages"][-1].content.startswith("Stopped: the agent was looping")

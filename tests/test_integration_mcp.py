@@ -58,10 +58,12 @@ def test_a_skip_is_a_normal_result_carrying_the_message_and_escalates_to_a_kill(
     tally = Tally()
     with capture_logs():
         seen = asyncio.run(_stuck_client(_server("skip", tally), "same"))
-    assert tally.total == 3
-    assert seen[3] == (False, seen[3][1]) and seen[3][1].startswith("You called `search`")
-    assert not any(error for error, _ in seen[:5])
-    assert all(error and "Tool calls in this session are stopped" in text for error, text in seen[5:])
+    assert tally.total == 2
+    assert seen[2] == (False, seen[2][1])
+    assert seen[2][1].startswith("You called `search` with the same arguments 3 times")
+    assert not any(error for error, _ in seen[:4])
+    assert seen[4:] and all(error and "Tool calls in this session are stopped" in text
+                            for error, text in seen[4:])
 
 
 def test_a_warning_reaches_the_client_as_a_note_on_the_result() -> None:
@@ -108,8 +110,9 @@ def test_each_client_session_has_its_own_run() -> None:
 
     with capture_logs():
         first, second = asyncio.run(both())
-    assert first[3][0] and second[3][0]  # each session is killed at its own 4th call
-    assert tally.total == 6
+    assert not first[1][0] and not second[1][0]
+    assert first[2][0] and second[2][0]  # each session is killed at its own 3rd call
+    assert tally.total == 4
 
 
 def test_other_requests_pass_through_untouched() -> None:
@@ -203,5 +206,5 @@ def test_two_clients_over_streamable_http_with_the_default_client_keep_apart() -
 
     with capture_logs():
         loop_errors, polled = asyncio.run(both())
-    assert loop_errors[3:] == [True, True, True] and tally.total == 3
+    assert loop_errors == [False, False, True, True, True, True] and tally.total == 2
     assert polled == "Job job-7: done"

@@ -73,7 +73,7 @@ def test_a_kill_ends_the_run_with_loop_detected() -> None:
     agent, model = _agent("kill", "same", tally)
     _, exc = _run(agent)
     assert isinstance(exc, LoopDetected) and exc.detection.fn == "search"
-    assert tally.total == 3 and model.turns == 4
+    assert tally.total == 2 and model.turns == 3
 
 
 def test_a_skip_returns_the_message_as_the_tools_result_and_escalates_to_a_kill() -> None:
@@ -163,7 +163,7 @@ def test_exit_behavior_error_raises_the_loop_detected_of_the_killed_run() -> Non
     tally = Tally()
     with capture_logs(), pytest.raises(LoopDetected) as raised:
         _guarded(tally, Stuck("same"), exit_behavior="error").run_sync("go")
-    assert raised.value.stats.calls == 3 and raised.value.stats.killed
+    assert raised.value.stats.calls == 2 and raised.value.stats.killed
 
 
 def test_a_skip_only_agent_that_keeps_searching_is_ended_by_escalation() -> None:

@@ -72,10 +72,10 @@ def test_a_nested_invocation_is_a_child_run_whose_calls_count_toward_its_parent(
 def test_the_loop_detected_of_a_kill_reports_the_run_that_was_killed() -> None:
     calls = ToolCalls()
     with invocation("agent") as run:
-        outcome = _loop(calls, 4)[-1]
+        outcome = _loop(calls, 3)[-1]
     error = outcome.error()  # type: ignore[attr-defined]
     assert isinstance(error, LoopDetected)
-    assert error.stats.run_id == run.id and error.stats.calls == 3 and error.stats.killed
+    assert error.stats.run_id == run.id and error.stats.calls == 2 and error.stats.killed
 
 
 def test_invocation_runs_keep_one_run_per_owner_and_close_it_when_the_owner_goes() -> None:

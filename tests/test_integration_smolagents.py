@@ -95,7 +95,7 @@ def test_stop_on_kill_ends_the_run_with_loop_detected_before_the_model_is_asked_
     agent, model = _agent("kill", "same", tally)
     _, exc = _run(agent)
     assert isinstance(exc, LoopDetected) and exc.detection.layer == "dedup"
-    assert tally.total == 3 and model.turns == 4
+    assert tally.total == 2 and model.turns == 3
 
 
 def test_without_the_callback_a_kill_does_not_end_the_run() -> None:
@@ -104,7 +104,7 @@ def test_without_the_callback_a_kill_does_not_end_the_run() -> None:
     agent, model = _agent("kill", "same", tally, callback=False)
     _, answer = _run(agent)
     assert answer == "I could not finish." and model.turns == agent.max_steps
-    assert tally.total == 3
+    assert tally.total == 2
 
 
 def test_a_skip_shows_the_model_the_message_and_escalates_to_a_kill() -> None:
@@ -188,10 +188,10 @@ def test_a_kill_ends_the_run_with_the_final_answer_or_raises_with_exit_behavior_
     tally = Tally()
     with capture_logs():
         answer = _guarded_agent(tally, LoopGuard()).run("TASK: loop")
-        assert answer.startswith("Stopped: the agent was looping (dedup at tool call 4")
+        assert answer.startswith("Stopped: the agent was looping (dedup at tool call 3")
         with pytest.raises(LoopDetected) as raised:
             _guarded_agent(tally, LoopGuard(exit_behavior="error")).run("TASK: loop")
-    assert raised.value.stats.calls == 3 and raised.value.stats.killed
+    assert raised.value.stats.calls == 2 and raised.value.stats.killed
 
 
 def test_a_streamed_run_ends_with_a_final_answer_step() -> None:
@@ -202,7 +202,7 @@ def test_a_streamed_run_ends_with_a_final_answer_step() -> None:
         steps = list(_guarded_agent(tally, LoopGuard()).run("TASK: loop", stream=True))
     assert isinstance(steps[-1], FinalAnswerStep)
     assert steps[-1].output.startswith("Stopped: the agent was looping")
-    assert tally.total == 3
+    assert tally.total == 2
 
 
 def test_a_skip_only_agent_that_keeps_searching_is_ended_by_escalation() -> None:
@@ -246,4 +246,4 @@ def test_tool_subclasses_and_managed_agents_are_guarded_and_the_originals_untouc
     assert original("x") == "3 results for laptops"  # the original is not guarded
     with capture_logs():
         answer = worker.run("TASK: loop")
-    assert answer.startswith("Stopped: the agent was looping") and len(ran) == 1 + 3
+    assert answer.startswith("Stopped: the agent was looping") and len(ran) == 1 + 2
