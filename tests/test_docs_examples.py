@@ -32,7 +32,7 @@ DOCS = Path(__file__).resolve().parent.parent / "docs"
 # checked by test_config_docs.py; pages owned by other topics carry their own tests).
 PAGES = ["index.md", "getting-started.md", "concepts.md", "custom-layers.md", "frameworks.md",
          "stopped.md", "recipes.md", "troubleshooting.md", "why-not-max-turns.md", "defaults.md",
-         "reference/exceptions.md", "reference/environment.md"]
+         "reference/exceptions.md", "reference/environment.md", "security.md"]
 FRAMEWORKS = {"langchain_core", "langgraph", "agents", "pydantic_ai", "mcp", "smolagents", "crewai",
               "google", "agent_framework", "strands", "claude_agent_sdk"}
 

@@ -4,7 +4,9 @@ the agent or blocks it without bound."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -42,6 +44,45 @@ def test_a_raising_layer_is_left_out_and_the_others_keep_judging() -> None:
     failed = _events(logs, "fuzeguard.layer_failed")
     assert len(failed) == 1  # once per run and layer
     assert failed[0]["layer"] == "boom" and "layer exploded" in failed[0]["error"]
+
+
+@dataclass(frozen=True, slots=True)
+class ListPattern:
+    name: ClassVar[str] = "list_pattern"
+
+    def check(self, run: Any, call: Any) -> Detection | None:
+        if run.calls_of(call.fn) >= 2:
+            return Detection(layer=self.name, fn=call.fn, message="stop", pattern=[call.fn])
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class ReturnsTrue:
+    name: ClassVar[str] = "returns_true"
+
+    def check(self, run: Any, call: Any) -> Any:
+        return run.calls_of(call.fn) >= 2
+
+
+@pytest.mark.parametrize(
+    ("layer", "failures", "says"),
+    [(ListPattern(), 1, "pattern is a list, which cannot be hashed"),
+     (ReturnsTrue(), 3, "returned bool False: a layer's check() returns a Detection or None")],
+)
+def test_a_layer_returning_a_bad_value_is_left_out_and_the_others_keep_judging(
+    layer: Any, failures: int, says: str
+) -> None:
+    """Second review d14: an unhashable pattern or True made every call fail open."""
+    tool = guard(lambda x: "same", name="f", layers=[layer, "dedup"])
+    with structlog.testing.capture_logs() as logs, fuzeguard.run() as run:
+        with pytest.raises(LoopDetected) as caught:
+            for _ in range(6):
+                tool(1)
+    assert caught.value.detection.layer == "dedup" and caught.value.detection.call_index == 3
+    assert run.stats().layer_errors == {layer.name: failures}
+    failed = _events(logs, "fuzeguard.layer_failed")
+    assert [e["layer"] for e in failed] == [layer.name] and says in failed[0]["error"]
+    assert not _events(logs, "fuzeguard.internal_error")
 
 
 def test_a_failing_layer_is_logged_again_in_the_next_run() -> None:
@@ -170,5 +211,80 @@ def test_a_hook_still_hanging_is_skipped_by_later_detections(
     finally:
         release.set()
     assert calls == [3]
+    assert len(_events(logs, "fuzeguard.hook_timeout")) == 1
+    assert len(_events(logs, "fuzeguard.hook_skipped")) == 2
+
+
+def test_hooks_of_an_async_tool_never_stall_the_event_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Second review d18: the guarded call waited up to 1 s for the hooks on the event loop's
+    thread, stalling every other task of an async server at each detection."""
+    monkeypatch.setattr(hooks, "HOOK_TIMEOUT", 5.0)
+    gate, done = threading.Event(), threading.Event()
+    seen: list[tuple[int, Any]] = []
+
+    def slow_hook(detection: Detection) -> None:
+        gate.wait(10)  # a metrics backend that has not answered yet
+        seen.append((detection.call_index, fuzeguard.current_run()))
+        if len(seen) == 3:
+            done.set()
+
+    @guard(name="search", on_loop="warn", on_detect=slow_hook)
+    async def search(q: str) -> str:
+        return "3 results"
+
+    async def main() -> tuple[float, Any]:
+        async with fuzeguard.run("looping") as run:
+            started = time.monotonic()
+            for _ in range(5):  # detections at calls 3, 4 and 5
+                await search("laptops")
+            took = time.monotonic() - started
+            gate.set()
+            await asyncio.to_thread(done.wait, 10)
+        return took, run
+
+    with structlog.testing.capture_logs() as logs:
+        took, run = asyncio.run(main())
+    assert took < 2.5  # waiting for the hook even once takes 5 s
+    assert seen == [(3, run), (4, run), (5, run)]  # every detection, in order, in its run
+    assert not [e for e in logs if e["log_level"] == "error"]
+
+
+def test_a_hanging_hook_of_an_async_tool_is_reported_and_skipped_by_later_detections(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(hooks, "HOOK_TIMEOUT", 0.05)
+    release, later = threading.Event(), threading.Event()
+    calls: list[int] = []
+    marked: list[int] = []
+
+    def hanging(detection: Detection) -> None:
+        calls.append(detection.call_index)
+        release.wait(30)
+
+    def marker(detection: Detection) -> None:
+        marked.append(detection.call_index)
+        if detection.call_index == 5:
+            later.set()
+
+    @guard(name="f3", on_loop="warn", on_detect=[hanging, marker])
+    async def tool(x: int) -> str:
+        return "same"
+
+    async def main() -> None:
+        async with fuzeguard.run():
+            for _ in range(5):  # detections at calls 3, 4 and 5
+                await tool(1)
+            # The loop runs on meanwhile; its timer finds the hook hanging and hands the queue
+            # to a fresh helper thread, which skips the hanging hook.
+            await asyncio.to_thread(later.wait, 10)
+
+    try:
+        with structlog.testing.capture_logs() as logs:
+            asyncio.run(main())
+    finally:
+        release.set()
+    assert calls == [3] and marked[:2] == [4, 5]
     assert len(_events(logs, "fuzeguard.hook_timeout")) == 1
     assert len(_events(logs, "fuzeguard.hook_skipped")) == 2

@@ -183,6 +183,62 @@ def test_numpy_arrays_fingerprint_by_dtype_shape_and_content() -> None:
     assert fingerprint(np.float64(1.5)) == fingerprint(np.float64(1.5))
 
 
+def test_numpy_object_arrays_fingerprint_by_their_items_not_their_pointers() -> None:
+    """Second review d22: object arrays were hashed as pointer bytes, so no two were alike."""
+    np = pytest.importorskip("numpy")
+
+    def make(k: int) -> Any:
+        return np.array(["a", {"k": k}], dtype=object)
+
+    assert fingerprint(make(1)) == fingerprint(make(1))
+    assert fingerprint(make(1)) != fingerprint(make(2))
+    assert fingerprint(make(1)) != fingerprint(make(1).reshape(2, 1))
+
+
+ADDRESSED = """
+import threading, fuzeguard
+
+def pages():
+    yield 1
+
+class Handle:
+    __slots__ = ()
+    def __repr__(self):
+        return f"<Handle at 0x{{id(self):x}} open>"
+
+@fuzeguard.guard
+def tool(a):
+    return "same"
+
+plan = tool.guard.plan(fuzeguard.run().config)
+junk = [bytearray(4096 * n) for n in range({n})]  # a different heap layout in each process
+for value in (pages(), threading.Lock(), Handle(), [threading.RLock()], {{"lock": threading.Lock()}}):
+    print(plan.fingerprint_args(plan.binder.arguments((value,), {{}})).hex())
+"""
+
+
+def test_values_known_by_address_fingerprint_alike_in_every_process() -> None:
+    """Second review d22: generators and locks were fingerprinted through a repr holding their
+    address, so a loop split across the workers of a shared run was never matched."""
+    outs = {
+        subprocess.run([sys.executable, "-c", ADDRESSED.format(n=n)], capture_output=True,
+                       text=True, check=True).stdout
+        for n in (0, 7, 50)
+    }
+    assert len(outs) == 1
+    assert len(set(outs.pop().split())) == 5  # still five different values
+
+
+def test_generators_fingerprint_by_the_function_they_run() -> None:
+    def pages() -> Any:
+        yield 1
+
+    def rows() -> Any:
+        yield 1
+
+    assert fingerprint(pages()) == fingerprint(pages()) != fingerprint(rows())
+
+
 def test_ten_megabyte_strings_fingerprint_and_differ_by_one_character() -> None:
     big = "x" * 10_000_000
     assert fingerprint(big) != fingerprint(big[:-1] + "y")

@@ -333,3 +333,33 @@ def test_a_trace_of_many_run_ids_replays_with_a_bounded_number_of_open_runs(
     assert [line for line, _ in _messages(summary)] == [4]
     assert "more than 3 runs open at once" in summary.problems[0].message
     assert [(d.call, d.detection.kind) for d in summary.detections] == [(8, "loop")]
+
+
+ESCAPES = "\x1b[2J\x1b[32mall clear\x1b[0m\x1b]0;pwned\x07\x9b31m\u202eevil"
+
+
+def test_replay_text_output_shows_control_characters_from_a_trace_as_escapes(
+    tmp_path: Path,
+) -> None:
+    """Second review d17: recorded names were printed raw, so a trace could clear the screen,
+    print fake text in colour and retitle the window of whoever replayed it."""
+    path = _write(tmp_path / "t.jsonl", [
+        {"fn": "search" + ESCAPES, "args": {"q": 1}, "result": "same", "run": "r" + ESCAPES,
+         "ts": float(i)} for i in range(5)
+    ] + [{"fn": 7, "run": ESCAPES}])
+    out, err = io.StringIO(), io.StringIO()
+    cli.replay([path], out=out, err=err, progress=False)
+    text = out.getvalue() + err.getvalue()
+    assert not any(c in text for c in "\x1b\x07\x9b\u202e")
+    assert r"search\x1b[2J\x1b[32mall clear\x1b[0m\x1b]0;pwned\x07\x9b31m\u202eevil" in text
+
+
+def test_replay_json_output_escapes_the_control_characters_json_leaves_raw(tmp_path: Path) -> None:
+    path = _write(tmp_path / "t.jsonl", [
+        {"fn": "search" + ESCAPES, "args": {"q": 1}, "result": "same", "ts": float(i)}
+        for i in range(5)
+    ])
+    out = io.StringIO()
+    cli.replay([path], fmt="json", out=out, err=io.StringIO(), progress=False)
+    assert not any(c in out.getvalue() for c in "\x1b\x9b\u202e")
+    assert {json.loads(line)["fn"] for line in out.getvalue().splitlines()} == {"search" + ESCAPES}

@@ -36,3 +36,48 @@ def test_the_same_traces_replayed_one_by_one_show_no_loop(tmp_path: Path) -> Non
     replay([str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl")], fmt="json", out=out,
            err=io.StringIO())
     assert out.getvalue() == ""
+
+
+HOSTILE = {
+    "deep": '{"fn":"ask","at":' + "[" * 100_000 + "]" * 100_000 + "}",
+    "bigint": '{"fn":"ask","args":{"q":"same"},"result":"no answer to that","run":"shared",'
+              '"at":' + "9" * 400 + "}",
+    "not_json": '{"fn":"ask",',
+}
+
+
+def test_a_hostile_line_in_a_merged_replay_is_reported_by_file_and_line_and_the_rest_replayed(
+    tmp_path: Path,
+) -> None:
+    """Second review d09: the merged reader json.loads()ed each line unbounded and float()ed
+    "at" unchecked, so one line ended the whole merged replay with a traceback."""
+    _trace(tmp_path / "a.jsonl", [100.0, 102.0], "a")
+    hostile = tmp_path / "b.jsonl"
+    hostile.write_text("".join(line + "\n" for line in HOSTILE.values()))
+    out, err = io.StringIO(), io.StringIO()
+    status = replay([str(tmp_path / "a.jsonl"), str(hostile)], merge=True, fmt="json", out=out,
+                    err=err, progress=False)
+    assert status == 0
+    problems = err.getvalue().splitlines()
+    assert [p.split(": ", 2)[1] for p in problems] == [f"{hostile}:1", f"{hostile}:3"]
+    assert "nested too deeply" in problems[0] and "not valid JSON" in problems[1]
+    # The line with a 400-digit "at" has no time: it sorts first with the other bad lines and is
+    # replayed; the good lines are calls 4 and 5, the third identical call is a loop.
+    assert [(f["call"], f["action"]) for f in map(json.loads, out.getvalue().splitlines())] == [
+        (5, "kill")
+    ]
+
+
+def test_endless_input_in_a_merged_replay_stops_that_input_only(tmp_path: Path) -> None:
+    from fuzeguard import Config
+    from fuzeguard._private.replay import Replayer
+
+    _trace(tmp_path / "a.jsonl", [100.0, 101.0, 102.0, 103.0], "a")
+    endless = tmp_path / "endless.jsonl"
+    endless.write_text("\0" * 5000)
+    summary = Replayer(Config(), max_line=1000).replay_merged(
+        [str(endless), str(tmp_path / "a.jsonl")]
+    )
+    assert [(p.trace, p.line) for p in summary.problems] == [(str(endless), 1)]
+    assert "no end of line in 2,001 characters" in summary.problems[0].message
+    assert [(d.call, d.detection.action) for d in summary.detections] == [(4, "kill")]

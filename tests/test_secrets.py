@@ -251,3 +251,74 @@ def test_a_truncated_value_is_scrubbed_in_its_head_and_stays_fast(tmp_path: Path
     assert line["result"]["$fuze"] == "truncated" and line["result"]["bytes"] > 2_000_000
     assert "k-123456" not in _text(trace)
     assert '\\"api_key\\": \\"[redacted]\\"' in line["result"]["head"]
+
+
+SHORT_AND_GLUED = ["pw", "passcode", "pin", "apitoken", "accesstoken", "authtoken", "privatekey",
+                   "secretkey", "jwt", "bearer", "totp", "mfa_code", "signing_key",
+                   "encryption_key", "ssh_key", "client_key", "mfaCode", "dbPassword",
+                   "clientsecret"]
+
+
+@pytest.mark.parametrize("name", SHORT_AND_GLUED)
+def test_short_and_glued_secret_names_are_redacted(tmp_path: Path, name: str) -> None:
+    """Second review d21: pw, pin, apitoken, privatekey, jwt... were written in clear."""
+    trace = tmp_path / "t.jsonl"
+    with fuzeguard.run(trace=str(trace)):
+        guard(lambda **kw: "ok", name="f")(**{name: "Zq9vX2mK7pL4"})
+    assert "Zq9vX2mK7pL4" not in _text(trace)
+    assert _lines(trace)[0]["args"] == {name: "[redacted]"}
+
+
+@pytest.mark.parametrize(
+    "name", ["max_tokens", "tokens_used", "author", "spinner", "pinned", "keyword", "primary_key",
+             "sort_key", "typing_speed"],
+)
+def test_word_rules_leave_ordinary_names_alone(name: str) -> None:
+    assert not redactor().is_secret(name)
+
+
+def test_values_passed_through_star_args_are_redacted_everywhere_they_are_written(
+    tmp_path: Path,
+) -> None:
+    """Second review d21: values passed through *args have no name and were written in clear."""
+
+    @guard(name="connect", log_values=True, layers=["dedup"], on_loop="warn")
+    def connect(host: str, *args: str) -> str:
+        raise ConnectionError(f"refused with {args[0]}")
+
+    trace = tmp_path / "t.jsonl"
+    with structlog.testing.capture_logs() as logs, fuzeguard.run(trace=str(trace)):
+        for _ in range(3):
+            with pytest.raises(ConnectionError):
+                connect("db.internal", "Zq9vX2mK7pL4")
+    assert "Zq9vX2mK7pL4" not in _text(trace) + repr(logs)
+    first = _lines(trace)[0]
+    assert first["args"] == {"host": "db.internal", "args": "[redacted]"}
+    assert first["error"] == "ConnectionError: refused with [redacted]"
+    assert [e["args"] for e in logs if e["event"] == "fuzeguard.loop_detected"] == [
+        "{'host': 'db.internal', 'args': '[redacted]'}"
+    ]
+
+
+def test_positional_arguments_are_redacted_by_their_parameter_names(tmp_path: Path) -> None:
+    trace = tmp_path / "t.jsonl"
+    with fuzeguard.run(trace=str(trace)):
+        guard(lambda user, pin: "ok", name="unlock")("bob", "4711")
+    assert _lines(trace)[0]["args"] == {"user": "bob", "pin": "[redacted]"}
+
+
+@pytest.mark.parametrize(
+    "token",
+    ["glpat-abcdefghijklmnopqrst12", "npm_" + "a1" * 18, "hf_" + "A" * 34,
+     "SG.abcdefghijklmnopqr.stuvwxyzABCDEFGHIJ", "shpat_" + "0f" * 16, "dop_v1_" + "ab" * 32],
+)
+def test_well_known_key_formats_are_scrubbed_wherever_they_appear(
+    tmp_path: Path, token: str
+) -> None:
+    trace = tmp_path / "t.jsonl"
+    with fuzeguard.run(trace=str(trace)):
+        guard(lambda note: {token: f"use {token}"}, name="f")(f"key is {token}.")
+    assert token not in _text(trace)
+    line = _lines(trace)[0]
+    assert line["args"] == {"note": "key is [redacted]."}
+    assert line["result"] == {"[redacted]": "use [redacted]"}

@@ -11,6 +11,7 @@ import sys
 import textwrap
 import threading
 import time
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +19,9 @@ import pytest
 import structlog.testing
 
 import fuzeguard
-from fuzeguard import Config, LoopDetected, guard
+from fuzeguard import Config, ConfigError, LoopDetected, guard
 from fuzeguard._private.fingerprint import fingerprint_result
+from fuzeguard._private.replay import Replayer
 from fuzeguard._private.settings import VOLATILE_KEYS
 from fuzeguard._private.values import decode_value, encode_value
 
@@ -462,3 +464,80 @@ def test_a_reset_before_the_first_call_is_marked_on_the_first_line(tmp_path: Pat
         tool(1)
     [line] = [json.loads(text) for text in trace.read_text().splitlines()]
     assert line["reset"] == 1
+
+
+def test_an_int_too_long_for_decimal_text_is_written_in_hex_and_read_back(tmp_path: Path) -> None:
+    """Second review d15: str() refuses ints of more than 4,300 digits; the line was dropped."""
+    huge = 10**5000
+    assert decode_value(encode_value({"n": huge})) == {"n": huge}
+    trace = tmp_path / "t.jsonl"
+    tool = guard(lambda x: [x], name="t", layers=["limits"])
+    with structlog.testing.capture_logs() as logs, fuzeguard.run(trace=str(trace)):
+        tool(huge)
+    (line,) = _lines(trace)
+    assert decode_value(line["args"]) == {"x": huge} and decode_value(line["result"]) == [huge]
+    assert not [e for e in logs if e["log_level"] == "error"]
+
+
+def test_every_attempted_call_is_written_those_refused_after_the_kill_too(tmp_path: Path) -> None:
+    trace = tmp_path / "t.jsonl"
+    tool = guard(lambda x: "same", name="t")
+    with fuzeguard.run(trace=str(trace)):
+        for _ in range(6):
+            with pytest.raises(LoopDetected) if _ >= 2 else nullcontext():
+                tool(1)
+    lines = _lines(trace)
+    assert [line.get("action") for line in lines] == [None, None, "kill", "kill", "kill", "kill"]
+    assert [bool(line.get("detections")) for line in lines[2:]] == [True, False, False, False]
+    summary = Replayer(Config()).replay_file(str(trace))
+    assert (summary.calls, summary.not_evaluated, len(summary.kills)) == (6, 3, 1)
+
+
+def test_add_cost_of_an_infinite_amount_is_rejected_and_logged(tmp_path: Path) -> None:
+    trace = tmp_path / "t.jsonl"
+    tool = guard(lambda x: x, name="t", layers=["limits"])
+    with structlog.testing.capture_logs() as logs, fuzeguard.run(trace=str(trace)) as run:
+        tool("a")
+        fuzeguard.add_cost(float("inf"))
+        fuzeguard.add_cost(-(10**400))
+        fuzeguard.add_cost(0.5)
+        tool("b")
+    assert run.stats().cost == 0.5
+    assert [e["event"] for e in logs if e["log_level"] == "error"] == [
+        "fuzeguard.cost_rejected", "fuzeguard.cost_rejected"
+    ]
+    assert [line.get("extra_cost") for line in _lines(trace)] == [None, 0.5]
+
+
+def test_a_cost_function_returning_inf_is_rejected_and_the_call_written(tmp_path: Path) -> None:
+    trace = tmp_path / "t.jsonl"
+    tool = guard(lambda x: x, name="t", layers=["limits"], cost=lambda result: float("inf"))
+    with structlog.testing.capture_logs() as logs, fuzeguard.run(trace=str(trace)) as run:
+        tool(1)
+        tool(2)
+    assert run.stats().cost == 0.0 and len(_lines(trace)) == 2
+    failed = [e for e in logs if e["event"] == "fuzeguard.cost_failed"]
+    assert [e["error"] for e in failed] == ["returned inf", "returned inf"]
+
+
+def test_an_infinite_cost_setting_is_refused() -> None:
+    with pytest.raises(ConfigError, match="expected a finite number"):
+        guard(lambda x: x, cost=float("inf"))
+    with pytest.raises(ConfigError, match="max_cost"):
+        Config.from_dict({"defaults": {"max_cost": float("inf")}})
+
+
+def test_a_value_json_cannot_hold_is_written_as_a_marker_and_the_line_kept(tmp_path: Path) -> None:
+    """Two finite costs that add up past the largest float: the line is still written."""
+    trace = tmp_path / "t.jsonl"
+
+    @guard(name="t", layers=["limits"])
+    def tool(x: int) -> int:
+        fuzeguard.add_cost(1e308)
+        fuzeguard.add_cost(1e308)
+        return x
+
+    with structlog.testing.capture_logs(), fuzeguard.run(trace=str(trace)):
+        tool(1)
+    (line,) = _lines(trace)
+    assert line["cost"] == {"$fuze": "unwritable", "type": "float"} and line["args"] == {"x": 1}

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Sequence
@@ -36,6 +37,28 @@ MAX_ROWS = 50
 MAX_PROBLEMS = 20
 PROGRESS_BYTES = 16 * 1024 * 1024
 PROGRESS_TRACES = 10
+
+# Characters that drive a terminal rather than show: C0 and C1 controls (ESC starts colour,
+# cursor and title sequences) and the bidirectional overrides that reorder what is shown.
+_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """``text`` for a terminal: control characters written as escapes (``\\x1b``), so that a
+    name read from a trace can never drive the terminal of whoever replays it."""
+    if text.isprintable():
+        return text
+    return _CONTROLS.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
+def _json_line(value: Any) -> str:
+    """One JSON object as a line that shows as it is: control characters JSON leaves raw (C1,
+    the bidirectional overrides) written as ``\\u`` escapes."""
+    text = json.dumps(value, ensure_ascii=False)
+    if text.isprintable():
+        return text
+    return _CONTROLS.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
 
 _MAIN_EPILOG = """\
 examples:
@@ -499,10 +522,10 @@ def replay(
         if shown < MAX_PROBLEMS:
             if bar is not None:
                 err.write("\r" + " " * 79 + "\r")
-            print(f"fuze replay: {problem}", file=err)
+            print(f"fuze replay: {printable(str(problem))}", file=err)
 
     def on_json(found: ReplayedDetection) -> None:
-        out.write(json.dumps(found.as_json(), ensure_ascii=False) + "\n")
+        out.write(_json_line(found.as_json()) + "\n")
 
     replayer = Replayer(
         config,
@@ -528,20 +551,22 @@ def replay(
         except BrokenPipeError:
             raise  # our reader left (``| head``), not the trace: main() ends quietly
         except OSError as exc:
-            print(f"fuze replay: cannot read {path}: {exc.strerror or exc}", file=err)
+            print(f"fuze replay: cannot read {printable(path)}: {exc.strerror or exc}", file=err)
             return EXIT_USAGE
         if bar is not None:
             bar.finish_trace(size)
-        extra = problems_shown.get(path, 0) - MAX_PROBLEMS
-        if extra > 0:
-            print(f"fuze replay: ... and {extra} more problem lines in {path}", file=err)
+        for name in files if merge else [path]:  # a merged replay's problems name their file
+            extra = problems_shown.get(name, 0) - MAX_PROBLEMS
+            if extra > 0:
+                print(f"fuze replay: ... and {extra} more problem lines in {printable(name)}",
+                      file=err)
         if summary.calls and not summary.call_lines:
             not_traces.append(path)
-            print(f"fuze replay: {path} is not a trace: none of its {summary.calls:,} "
+            print(f"fuze replay: {printable(path)} is not a trace: none of its {summary.calls:,} "
                   f"line{_s(summary.calls)} is a call (a JSON object with \"fn\", one per "
                   "line, as fuzeguard records them)", file=err)
         elif not summary.calls:
-            print(f"fuze replay: warning: {path} holds no calls", file=err)
+            print(f"fuze replay: warning: {printable(path)} holds no calls", file=err)
         total_calls += summary.calls
         total_runs += summary.runs
         total_detections += summary.detected
@@ -590,7 +615,7 @@ def _s(n: int) -> str:
 def _print_trace(out: TextIO, summary: TraceSummary) -> None:
     found: list[ReplayedDetection] = summary.detections
     total = summary.detected
-    head = (f"{summary.trace}: {summary.calls:,} call{_s(summary.calls)}, "
+    head = (f"{printable(summary.trace)}: {summary.calls:,} call{_s(summary.calls)}, "
             f"{summary.runs} run{_s(summary.runs)}, {total:,} detection{_s(total)}")
     print(head, file=out)
     if found:
@@ -601,7 +626,8 @@ def _print_trace(out: TextIO, summary: TraceSummary) -> None:
             if d.threshold is not None:
                 count += f"/{d.threshold:g}" if count else f"limit {d.threshold:g}"
             message = d.message if len(d.message) <= 70 else d.message[:69] + "…"
-            rows.append((str(item.call), d.fn, d.layer, d.action, count, message))
+            rows.append((str(item.call), printable(d.fn), printable(d.layer), d.action, count,
+                         printable(message)))
         widths = [max(len(r[i]) for r in [("call", "fn", "layer", "action", "count", ""), *rows])
                   for i in range(5)]
         header = ("call", "fn", "layer", "action", "count")
@@ -614,8 +640,8 @@ def _print_trace(out: TextIO, summary: TraceSummary) -> None:
             print(f"  ... and {total - len(rows):,} more (--format json lists them all)",
                   file=out)
     for kill in summary.kills:
-        run = f" (run {kill.run})" if summary.runs > 1 and kill.run else ""
-        print(f"  run killed at call {kill.call}{run} by {kill.detection.layer}", file=out)
+        run = f" (run {printable(kill.run)})" if summary.runs > 1 and kill.run else ""
+        print(f"  run killed at call {kill.call}{run} by {printable(kill.detection.layer)}", file=out)
     if summary.not_evaluated:
         print(f"  {summary.not_evaluated:,} later call{_s(summary.not_evaluated)} not evaluated "
               "(their run was already killed)", file=out)

@@ -17,8 +17,9 @@ from typing import Any
 from fuzeguard._private.config_file import Source, parse, read_toml
 from fuzeguard._private.discovery import discover, overlay_path
 from fuzeguard._private.exceptions import ConfigError
-from fuzeguard._private.schema import defaults, schema
+from fuzeguard._private.schema import IMPORT_KEYS, defaults, schema
 from fuzeguard._private.toml_lines import line_of
+from fuzeguard._private.trust import file_distrust
 from fuzeguard._private.validation import check_combination, derive, follows
 
 
@@ -100,7 +101,16 @@ class Config:
             layers.append((base, prefix))
         if env:
             folder = base.parent if base is not None else Path.cwd()
-            layers.append((overlay_path(folder, env, base, where), None))
+            overlay = overlay_path(folder, env, base, where)
+            why = file_distrust(overlay) if path is None else None
+            if why is not None:  # found by discovery, so held to its rules
+                raise ConfigError(
+                    f"{where} names {overlay.name}, which was not read because {why}: another "
+                    "user could have put it there or changed it. Move it to a folder you own "
+                    "that only you can write, or name the base file with FUZE_CONFIG",
+                    file=str(overlay),
+                )
+            layers.append((overlay, None))
         for file, pre in layers:
             data, text = read_toml(file)
             if pre:
@@ -114,7 +124,9 @@ class Config:
                         f"remove it (it is {type(data).__name__} {data!r})",
                         file=str(file), key=pre, line=line_of(text, pre),
                     )
-            v, f = parse(data, Source(str(file), text, pre + "." if pre else ""))
+            source = Source(str(file), text, pre + "." if pre else "")
+            v, f = parse(data, source)
+            _check_imports(file, source, v, f)
             values.update(v)
             origins.update({k: str(file) for k in v})
             for fn, table in f.items():
@@ -187,6 +199,27 @@ class Config:
         files = ", ".join(self.files) or "built-in defaults"
         env = f", env={self.env!r}" if self.env else ""
         return f"<Config {files}{env}>"
+
+
+def _check_imports(
+    file: Path, source: Source, values: Mapping[str, Any], functions: Mapping[str, Mapping[str, Any]]
+) -> None:
+    """Refuse a file that names code to import (``embed``) when another user could have written
+    it: fuzeguard would run that code on every call's text."""
+    named = [(k, k) for k in values if k in IMPORT_KEYS]
+    named += [(f"functions.{fn}.{k}", k) for fn, t in functions.items() for k in t if k in IMPORT_KEYS]
+    if not named:
+        return
+    why = file_distrust(file)
+    if why is None:
+        return
+    dotted, key = named[0]
+    full = dotted if dotted.startswith("functions.") else f"{schema()[key].section}.{key}"
+    raise source.error(
+        f"`{full}` names code to import, and {why}: fuzeguard imports code named only by a file "
+        "that you or root own and that other users cannot write. Fix the file's owner or "
+        f"permissions (chmod o-w), or pass {key}= in code", full,
+    )
 
 
 _cached: tuple[tuple[str, str, str], Config] | None = None

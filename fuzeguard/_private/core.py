@@ -45,6 +45,8 @@ def decide(
     for layer in layers:
         try:
             detection = layer.check(run, call)
+            if detection is not None:
+                check_detection(layer, detection)
         except Exception as exc:
             if on_error is not None:
                 on_error(layer, call, exc)
@@ -82,6 +84,23 @@ def settle(decision: Decision) -> Decision:
         if _SEVERITY.get(action, 0) > _SEVERITY[best_action]:
             best, best_action = detection, action
     return Decision(best_action, decision.index, best, decision.detections)  # type: ignore[arg-type]
+def check_detection(layer: object, detection: object) -> None:
+    """Raise TypeError, saying what is wrong, when a layer answered with something other than a
+    ``Detection`` whose pattern can be compared (``pattern_key``): a layer that returns a bad
+    value is left out of the decision as one that raises is, never the whole stack."""
+    name = getattr(layer, "name", None) or type(layer).__name__
+    if not isinstance(detection, Detection):
+        raise TypeError(
+            f"the layer {name} returned {type(detection).__name__} {detection!r:.80}: a layer's "
+            "check() returns a Detection or None"
+        )
+    try:
+        hash(detection.pattern)
+    except TypeError:
+        raise TypeError(
+            f"the layer {name} returned a Detection whose pattern is a "
+            f"{type(detection.pattern).__name__}, which cannot be hashed: use a tuple or a string"
+        ) from None
 
 
 def action_for(

@@ -1,29 +1,69 @@
 """Finding the config file: ``FUZE_CONFIG``, the nearest fuze.toml or pyproject.toml with a
 ``[tool.fuzeguard]`` table, and the ``fuze.<env>.toml`` overlay of an environment.
+
+Discovery looks in the working directory and its parents up to the project's root: the first
+folder that holds a repository (``.git``) or the user's home, whichever comes first. It never
+looks in or above a folder other users can write (``/tmp``) or that another user owns, and it
+passes over a file that another user owns or every user can write (``trust.py``): each ignored
+file is named in a ``fuzeguard.config_ignored`` warning with the reason.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from fuzeguard._private.config_file import read_toml
 from fuzeguard._private.exceptions import ConfigError
+from fuzeguard._private.log import emit
 from fuzeguard._private.suggest import did_you_mean
+from fuzeguard._private.trust import file_distrust, folder_distrust
 
 
-def _walk_up(start: Path) -> Iterable[Path]:
-    yield start
-    yield from start.parents
+def _project_folders(start: Path, home: Path | None) -> Iterator[Path]:
+    """``start`` and its parents up to the project's root (see the module docstring), stopping
+    before a folder whose files cannot be trusted."""
+    for folder in (start, *start.parents):
+        why = folder_distrust(folder)
+        if why is not None:
+            for name in ("fuze.toml", "pyproject.toml"):
+                if (folder / name).is_file():
+                    _ignored(folder / name, why)
+            return
+        yield folder
+        if folder == home or (folder / ".git").exists():
+            return
+
+
+_warned: set[tuple[str, str]] = set()
+
+
+def _ignored(path: Path, why: str) -> None:
+    """Warn, once per file and reason, that a config file was passed over."""
+    if (str(path), why) in _warned:
+        return
+    _warned.add((str(path), why))
+    emit("warning", "fuzeguard.config_ignored", path=str(path), reason=why,
+         message=f"the config file {path} was ignored because {why}: another user could have "
+         "put it there or changed it. Move the settings to a file you own that only you can "
+         "write, or name it with FUZE_CONFIG")
+
+
+def _home() -> Path | None:
+    try:
+        return Path.home().resolve()
+    except (RuntimeError, OSError):  # no HOME and no password entry
+        return None
 
 
 def discover(
     cwd: Path | None = None, environ: Mapping[str, str] | None = None
 ) -> tuple[Path | None, str | None]:
     """Find the config file: ``FUZE_CONFIG``, the nearest fuze.toml, or the nearest pyproject.toml
-    with a ``[tool.fuzeguard]`` table. Returns (path, prefix) with prefix ``"tool.fuzeguard"`` for a
+    with a ``[tool.fuzeguard]`` table, up to the project's root and in trusted places only (see
+    the module docstring). Returns (path, prefix) with prefix ``"tool.fuzeguard"`` for a
     pyproject file, or (None, None) for built-in defaults."""
     env = os.environ if environ is None else environ
     explicit = env.get("FUZE_CONFIG")
@@ -35,17 +75,21 @@ def discover(
                 file=explicit,
             )
         return path, ("tool.fuzeguard" if path.name == "pyproject.toml" else None)
-    start = (cwd or Path.cwd()).resolve()
-    for folder in _walk_up(start):
-        candidate = folder / "fuze.toml"
-        if candidate.is_file():
-            return candidate, None
-    for folder in _walk_up(start):
-        candidate = folder / "pyproject.toml"
-        if candidate.is_file():
+    folders = list(_project_folders((cwd or Path.cwd()).resolve(), _home()))
+    for name, prefix in (("fuze.toml", None), ("pyproject.toml", "tool.fuzeguard")):
+        for folder in folders:
+            candidate = folder / name
+            if not candidate.is_file():
+                continue
+            why = file_distrust(candidate)
+            if why is not None:
+                _ignored(candidate, why)
+                continue
+            if prefix is None:
+                return candidate, None
             data, _ = read_toml(candidate)
             if isinstance(data.get("tool"), Mapping) and "fuzeguard" in data["tool"]:
-                return candidate, "tool.fuzeguard"
+                return candidate, prefix
             return None, None
     return None, None
 

@@ -6,9 +6,12 @@ and never raises. Every value is written with a one-letter type tag, so ``1``, `
 
 Fallbacks, in order, for values that are not plain data:
 dataclasses, attrs classes and pydantic models are encoded by their fields; enums by class and value;
-numpy arrays by dtype, shape and bytes; other mappings, sequences and sets as such; objects with a
-``__dict__`` or ``__slots__`` by class name and attributes; objects with their own ``__repr__`` by class
-name and that repr; anything else ("opaque") by its class name alone. Two opaque objects of the same
+numpy arrays by dtype, shape and bytes (of object dtype: by their items); other mappings, sequences
+and sets as such; generators and coroutines by the function they run; objects with a ``__dict__``
+or ``__slots__`` by class name and attributes; objects with their own ``__repr__`` by class name and
+that repr, memory addresses (`` at 0x...``) left out; anything else ("opaque") by its class name
+alone. No fingerprint ever depends on where a value sits in memory, so equal values fingerprint
+alike in every process. Two opaque objects of the same
 class therefore fingerprint alike: a loop over such arguments is still judged by the other arguments
 and by results. A structure that contains itself is encoded with a back-reference marker; nesting
 deeper than ``MAX_DEPTH`` is cut with a marker.
@@ -22,6 +25,8 @@ import decimal
 import enum
 import json
 import math
+import re
+import types
 import uuid
 from collections.abc import Iterable, Mapping, Set
 from pathlib import PurePath
@@ -338,6 +343,11 @@ class _Encoder:
                 out.append(b"t" + _str_bytes(_qualname(v)) + b";")
             elif callable(v) and hasattr(v, "__qualname__"):
                 out.append(b"c" + _str_bytes(f"{getattr(v, '__module__', '?')}.{v.__qualname__}") + b";")
+            elif isinstance(v, _RUNNING_CODE):
+                # A generator or coroutine: its content is not there until it runs; the function
+                # it runs names it.
+                self._tagged(b"G", t)
+                self.encode(getattr(v, "__qualname__", ""), depth + 1)
             else:
                 self._fallback(v, t, depth)
         except Exception:
@@ -355,6 +365,11 @@ class _Encoder:
             if getattr(v, "ndim", 1) == 0:
                 self._tagged(b"n", t)
                 self.encode(v.item(), depth + 1)
+                return
+            if v.dtype.hasobject:  # object items: their content, never their pointers
+                self._tagged(b"A", t)
+                self.out.append(_str_bytes(f"{v.dtype.str}{tuple(v.shape)}"))
+                self._sequence(v.tolist(), b"[", depth)
                 return
             data = v.tobytes()
             self._tagged(b"A", t)
@@ -378,9 +393,16 @@ class _Encoder:
             return
         if t.__repr__ is not _OBJECT_REPR:
             self._tagged(b"R", t)
-            self.encode(repr(v), depth + 1)
+            self.encode(_ADDRESS.sub("", repr(v)), depth + 1)
             return
         self._tagged(b"O", t)
+
+
+# " at 0x7f3a..." in a repr (a lock, a socket, an object inside a container's repr): a memory
+# address, different in every process and for every copy. Left out, so that the repr's content
+# is all that is fingerprinted.
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+_RUNNING_CODE = (types.GeneratorType, types.CoroutineType, types.AsyncGeneratorType)
 
 
 def _slot_names(cls: type) -> tuple[str, ...]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextvars
 import functools
 import inspect
-import threading
+import sys
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar, final, overload
@@ -20,6 +20,7 @@ from fuzeguard._private import state
 from fuzeguard._private.completion import complete
 from fuzeguard._private.config import Config
 from fuzeguard._private.exceptions import ConfigError, FuzeguardError, LoopDetected, StoreUnavailable
+from fuzeguard._private.forksafe import new_lock
 from fuzeguard._private.log import emit
 from fuzeguard._private.names import register, warn_unmatched
 from fuzeguard._private.plan import Plan, build_plan, check_layer_objects
@@ -40,6 +41,8 @@ _cost_box: contextvars.ContextVar[list[float] | None] = contextvars.ContextVar(
     "fuzeguard_cost", default=None
 )
 _MAX_PLANS = 16
+# Costs are floats: past the largest float, an amount is infinite once added.
+_MAX_COST = sys.float_info.max
 # What ``Guard.decide`` gives for a call that goes ahead.
 Started = tuple[Run, Plan, Call, Decision]
 
@@ -47,11 +50,17 @@ Started = tuple[Run, Plan, Call, Decision]
 def add_cost(amount: float) -> None:
     """Add to the cost of the guarded call in progress (or, outside one, of the current run).
 
-    Call it inside a tool, for example with the token usage of an LLM request it makes.
+    Call it inside a tool, for example with the token usage of an LLM request it makes. An
+    infinite amount is not counted: it is logged (``fuzeguard.cost_rejected``) and the call goes on.
     """
     if isinstance(amount, bool) or not isinstance(amount, (int, float)) or amount != amount:
         raise TypeError(f"add_cost() takes a number, got {amount!r}")
-    if amount < 0 or amount == float("inf"):
+    if not -_MAX_COST <= amount <= _MAX_COST:
+        emit("error", "fuzeguard.cost_rejected", amount=_shown(amount),
+             message="add_cost() was given an infinite amount; it is not counted (a cost that "
+             "cannot be added up would break the run's budget and its trace)")
+        return
+    if amount < 0:
         raise ValueError(f"add_cost() takes a finite cost of 0 or more, got {amount!r}: a cost "
                          "already spent cannot be taken back")
     box = _cost_box.get()
@@ -84,7 +93,7 @@ class Guard:
         self.layers = layers
         self.hooks = hooks
         self._plans: dict[int, tuple[Config, Plan]] = {}
-        self._lock = threading.Lock()
+        self._lock = new_lock()
         register(self.name)
 
     def plan(self, config: Config) -> Plan:
@@ -244,11 +253,22 @@ def finish(
     if per_call is not None:
         if callable(per_call):
             try:
-                cost += per_call(result)
+                amount = per_call(result)
             except Exception as exc:
                 emit("error", "fuzeguard.cost_failed", fn=call.fn, run_id=run.id,
                      error=exception_text(exc),
                      message="the cost= function raised; the call is recorded without its cost")
+            else:
+                if (
+                    isinstance(amount, (int, float)) and not isinstance(amount, bool)
+                    and -_MAX_COST <= amount <= _MAX_COST
+                ):
+                    cost += amount
+                else:
+                    emit("error", "fuzeguard.cost_failed", fn=call.fn, run_id=run.id,
+                         error=f"returned {_shown(amount)}",
+                         message="the cost= function returned something other than a finite "
+                         "number; the call is recorded without its cost")
         else:
             cost += per_call
     if run._unbilled:
@@ -260,6 +280,13 @@ def finish(
         emit("error", "fuzeguard.internal_error", fn=call.fn, phase="record",
              error=exception_text(exc))
         run._discard(call)
+
+
+def _shown(value: Any) -> str:
+    """A cost value as logged: its type for anything but a number (a result may hold secrets)."""
+    if isinstance(value, float) or (type(value) is int and value.bit_length() < 64):
+        return repr(value)
+    return f"a {type(value).__name__}"
 
 
 def _kind(fn: Callable[..., Any]) -> str:

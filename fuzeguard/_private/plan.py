@@ -102,6 +102,7 @@ class Binder:
 
     __slots__ = (
         "defaults", "excluded", "fast", "names", "nparams", "positional", "signature", "simple",
+        "unnamed",
     )
 
     def __init__(self, fn: Callable[..., Any], ignore: tuple[str, ...]) -> None:
@@ -124,6 +125,11 @@ class Binder:
         self.defaults = {p.name: p.default for p in params if p.default is not _EMPTY}
         self.nparams = len(params)
         self.names = tuple(p.name for p in params)
+        # Where values passed with no parameter name of their own are bound: the ``*args``
+        # parameter, or every positional value when the signature cannot be read.
+        self.unnamed: str | None = "*args" if self.signature is None else next(
+            (p.name for p in params if p.kind is inspect.Parameter.VAR_POSITIONAL), None
+        )
         # Every parameter may be passed by position or by name: a one-pass binder can be made.
         self.simple = self.signature is not None and all(
             p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD for p in params

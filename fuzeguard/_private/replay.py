@@ -442,6 +442,8 @@ class Replayer:
         self.use_code_settings = use_code_settings
         self.keep = keep
         self.max_line = max_line
+        # Where each line of a merged replay comes from (file, line), for its problems.
+        self._origins: list[tuple[str, int]] | None = None
 
     def replay_file(
         self, path: str, *, progress: Callable[[int], object] | None = None
@@ -461,29 +463,24 @@ class Replayer:
 
     def replay_merged(self, paths: Iterable[str], label: str = "merged") -> TraceSummary:
         """Replay several traces as one stream, their lines ordered by time: the traces each
-        process wrote of a run shared through a store (``at``, else ``ts``, orders them)."""
-        keyed: list[tuple[float, int, str]] = []
+        process wrote of a run shared through a store (``at``, else ``ts``, orders them).
+
+        Each file is read as ``replay_file`` reads one (bounded lines, bounded depth, checked
+        numbers), and problems name the file and line they come from."""
+        keyed: list[tuple[float, int, str | _Overlong | _Unreadable, str, int]] = []
         for path in paths:
             with open(path, "rb") as f:
-                for line in open_trace(f, self.max_line):
-                    if type(line) is not str:
-                        self._unreadable_in_merge(path, line)  # type: ignore[arg-type]
+                for lineno, line in enumerate(open_trace(f, self.max_line), start=1):
+                    if type(line) is str and not line.strip():
                         continue
-                    if not line.strip():
-                        continue
-                    keyed.append((_moment(line), len(keyed), line))
-        keyed.sort()
-        return self.replay_lines((line for _, _, line in keyed), label)
-
-    def _unreadable_in_merge(self, path: str, mark: _Overlong | _Unreadable) -> None:
-        if self.on_problem is None:
-            return
-        if isinstance(mark, _Unreadable):
-            why = mark.why
-        else:
-            why = (f"a line of {mark.size:,} characters, longer than the {self.max_line:,} a "
-                   "trace line may have; line skipped")
-        self.on_problem(Problem(path, 0, why))
+                    keyed.append((_moment(line), len(keyed), line, path, lineno))
+        keyed.sort(key=lambda item: (item[0], item[1]))
+        origins = [(path, lineno) for *_, path, lineno in keyed]
+        self._origins = origins
+        try:
+            return self.replay_lines((item[2] for item in keyed), label)
+        finally:
+            self._origins = None
 
     def replay_lines(
         self,
@@ -514,10 +511,10 @@ class Replayer:
                 position += 1
                 if progress is not None:
                     done += raw.size
-                if not raw.ended:
+                if not raw.ended:  # the reader stops there: the last line of that input
                     self._problem(summary, lineno, f"no end of line in {raw.size:,} characters: "
                                   "this is not a trace; the rest of it is not read")
-                    break
+                    continue
                 self._problem(summary, lineno, f"a line of {raw.size:,} characters, longer than "
                               f"the {self.max_line:,} a trace line may have; line skipped")
                 continue
@@ -639,7 +636,9 @@ class Replayer:
         return None, False
 
     def _problem(self, summary: TraceSummary, lineno: int, message: str) -> None:
-        problem = Problem(summary.trace, lineno, message)
+        origins = self._origins
+        trace, line = (summary.trace, lineno) if origins is None else origins[lineno - 1]
+        problem = Problem(trace, line, message)
         summary.problem_count += 1
         if len(summary.problems) < KEEP_PROBLEMS:
             summary.problems.append(problem)
@@ -840,19 +839,24 @@ class Replayer:
             problem(f'"extra_cost" must be a finite number, got {_show(extra)}; ignored')
 
 
-def _moment(line: str) -> float:
-    """When a trace line's call began, for merging traces (lines without a time sort first)."""
+def _moment(line: str | _Overlong | _Unreadable) -> float:
+    """When a trace line's call began, for merging traces (lines without a time, and lines that
+    cannot be read, sort first). Parsed as replay parses a line: a hostile one is -inf."""
+    if type(line) is not str or line[:1] != "{":
+        return -math.inf
     try:
-        obj = json.loads(line)
-    except ValueError:
-        return float("-inf")
-    if not isinstance(obj, dict):
-        return float("-inf")
+        obj, _ = _scanner(line, 0)
+    except (ValueError, StopIteration, RecursionError):
+        return -math.inf
+    if type(obj) is not dict:
+        return -math.inf
     for key in ("at", "ts"):
         value = obj.get(key)
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-    return float("-inf")
+        if value is not None and type(value) is not bool:
+            moment = _finite(value)
+            if moment is not None:
+                return moment
+    return -math.inf
 
 
 def trace_files(paths: Iterable[str]) -> Iterator[str]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextvars
 import os
-import threading
 import time
 from collections.abc import Callable, Iterable
 from types import TracebackType
@@ -33,6 +32,7 @@ from fuzeguard._private.events import (
 )
 from fuzeguard._private.exceptions import ConfigError, FuzeguardError
 from fuzeguard._private.fingerprint import keyed
+from fuzeguard._private.forksafe import new_lock
 from fuzeguard._private.hooks import callable_name
 from fuzeguard._private.log import emit
 from fuzeguard._private.records import (
@@ -67,7 +67,7 @@ R = TypeVar("R")
 # disturb each other.
 _current: contextvars.ContextVar[tuple[Run, ...]] = contextvars.ContextVar("fuzeguard_run", default=())
 _implicit: Run | None = None
-_implicit_lock = threading.Lock()
+_implicit_lock = new_lock()
 
 
 DetectHook = Callable[[Detection], object]

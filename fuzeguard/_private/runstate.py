@@ -18,7 +18,6 @@ are running: calls made one after another never need one, and pay only for a dic
 from __future__ import annotations
 
 import dataclasses
-import threading
 import time
 from collections import deque
 from collections.abc import Callable, Hashable, Sequence
@@ -31,6 +30,7 @@ from fuzeguard._private.core import action_for, decide, pattern_key, settle
 from fuzeguard._private.events import CostAdded, Event, RunReset, TurnEnded
 from fuzeguard._private.exceptions import FuzeguardError
 from fuzeguard._private.fastinit import new_call, new_decision, new_record
+from fuzeguard._private.forksafe import new_lock
 from fuzeguard._private.log import emit
 from fuzeguard._private.records import IN_FLIGHT, Call, CallRecord, Decision, Detection
 from fuzeguard._private.secrets import exception_text
@@ -62,7 +62,7 @@ class RunState:
         self.name = name
         self.id = run_id
         self.config = config
-        self._lock = threading.Lock()
+        self._lock = new_lock()
         self._capacity = MIN_HISTORY
         # Events made while the lock was held, delivered once it is released (``Run._deliver``).
         self._outbox: list[Event] = []
@@ -263,7 +263,8 @@ class RunState:
         for name, fn, error in failures:
             emit("error", "fuzeguard.layer_failed", layer=name, fn=fn, run_id=self.id,
                  run_name=self.name, error=error,
-                 message=f"the layer {name} raised while judging a call to {fn}; it is left out of "
+                 message=f"the layer {name} failed while judging a call to {fn} (it raised, or "
+                 "returned something other than a Detection or None); it is left out of "
                  "the decisions it fails (the other layers still judge), and its failures are "
                  "counted in run.stats().layer_errors. This is logged once per run and layer.")
 

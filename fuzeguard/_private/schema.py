@@ -15,6 +15,9 @@ SECTIONS = ("defaults", "loop_detection")
 ALIASES = {"kill_on_loop": "on_loop"}
 # Settings that code may give as a callable as well as a plain value.
 CALLABLE_OK = frozenset({"cost", "skip_value", "embed"})
+# Settings whose text in a file names code to import ("package.module:function"): obeyed only
+# from a file no other user can change (``trust.py``).
+IMPORT_KEYS = frozenset({"embed"})
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

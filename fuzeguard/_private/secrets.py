@@ -6,12 +6,16 @@ Three defences, applied wherever a value leaves the process:
   value replaced by ``"[redacted]"``. A name matches a key when the name's words appear together
   in the key's words: ``api_key`` matches ``api_key``, ``X-Api-Key``, ``apiKey`` and
   ``openai_api_key``; ``token`` matches ``access_token`` and ``token`` but not ``max_tokens``.
-  ``SECRET_NAMES`` is always applied; the ``redact`` setting adds names to it.
+  Glued words match too: a name of several words written as one (``privatekey``, ``mfacode``),
+  and one word ending in ``token``, ``secret``, ``password``, ``passwd`` or ``passphrase``
+  (``apitoken``, ``dbpassword``). ``SECRET_NAMES`` is always applied; the ``redact`` setting adds
+  names to it. Values passed through ``*args`` have no name to judge them by: they are written
+  as ``"[redacted]"`` whole (``hide_unnamed``).
 - **shapes**: in any text (arguments, results, error messages, JSON held in a string), values that
   look like secrets are replaced: ``Bearer``/``Basic`` credentials, ``password`` in a URL, the
   value of a secret-named query parameter, ``name=value`` / ``"name": "value"`` pairs with a
   secret name, private key blocks, and the well-known key formats (``sk-...``, ``ghp_...``,
-  ``xox?-...``, ``AKIA...``, JWTs).
+  ``xox?-...``, ``AKIA...``, ``glpat-...``, ``hf_...``, ``npm_...``, JWTs and others).
 - **values**: the values of a call's redacted arguments are also removed wherever else they
   appear in what is written about that call (an error message that quotes the password).
 
@@ -33,11 +37,15 @@ REDACTED = "[redacted]"
 # Matched as word runs of the key (see the module docstring). Kept short and specific: every
 # entry here hides data from traces, so a name that is often not a secret does not belong.
 SECRET_NAMES: tuple[str, ...] = (
-    "password", "passwd", "passphrase", "pwd", "secret", "token", "api_key", "apikey",
-    "access_key", "secret_key", "private_key", "authorization", "auth", "cookie", "set_cookie",
-    "credential", "credentials", "session_id", "sessionid", "client_secret", "otp", "ssn",
-    "card_number", "cvv",
+    "password", "passwd", "passphrase", "passcode", "pwd", "pw", "pin", "secret", "token",
+    "api_key", "apikey", "access_key", "secret_key", "private_key", "signing_key",
+    "encryption_key", "ssh_key", "client_key", "authorization", "auth", "bearer", "jwt",
+    "cookie", "set_cookie", "credential", "credentials", "session_id", "sessionid",
+    "client_secret", "otp", "totp", "mfa_code", "ssn", "card_number", "cvv",
 )
+# One word that ends in one of these is a secret name glued to what it is for (``apitoken``,
+# ``accesstoken``, ``dbpassword``, ``clientsecret``).
+_GLUED_ENDINGS = ("token", "secret", "password", "passwd", "passphrase")
 
 _WORD = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 
@@ -50,7 +58,7 @@ class Redactor:
     """Decides which mapping keys are secret and finds the values under them; built once per
     set of names (``redactor()``)."""
 
-    __slots__ = ("_cache", "_names", "names")
+    __slots__ = ("_cache", "_glued", "_names", "names")
 
     def __init__(self, extra: Iterable[str] = ()) -> None:
         names = dict.fromkeys(SECRET_NAMES)
@@ -58,25 +66,31 @@ class Redactor:
             names[str(name)] = None
         self.names: tuple[str, ...] = tuple(names)
         self._names = tuple({w for w in (_words(n) for n in self.names) if w})
+        self._glued = frozenset("".join(w) for w in self._names if len(w) > 1)
         self._cache: dict[str, bool] = {}
 
     def is_secret(self, key: str) -> bool:
-        """True if the key's words contain one of the names' words, in order."""
+        """True if the key's words contain one of the names' words, in order, or one of its
+        words is a name glued together (see the module docstring)."""
         hit = self._cache.get(key)
         if hit is None:
             words = _words(key)
-            hit = any(_contains(words, name) for name in self._names)
+            glued = self._glued
+            hit = any(_contains(words, name) for name in self._names) or any(
+                w in glued or w.endswith(_GLUED_ENDINGS) for w in words
+            )
             if len(self._cache) < 4096 and len(key) <= 128:
                 self._cache[key] = hit
         return hit
 
-    def secret_values(self, value: Any, depth: int = 0) -> list[str]:
+    def secret_values(self, value: Any, depth: int = 0, unnamed: str | None = None) -> list[str]:
         """The strings held under secret keys anywhere in ``value`` (for scrubbing them from text
-        written about the same call), longest first."""
+        written about the same call), longest first. ``unnamed`` is the key of a call's
+        ``*args`` in its bound arguments: what it holds counts as secret (``hide_unnamed``)."""
         found: list[str] = []
         if type(value) is dict:  # bound arguments: mostly plain values under names
             for k, v in value.items():
-                if type(k) is str and self.is_secret(k):
+                if type(k) is str and (k == unnamed or self.is_secret(k)):
                     _secret_strings(v, found, depth)
                 elif type(v) not in _PLAIN:
                     self._collect(v, found, depth + 1, {id(value)})
@@ -111,6 +125,14 @@ class Redactor:
 
 
 _PLAIN = frozenset({str, int, float, bool, type(None)})
+
+
+def hide_unnamed(arguments: Mapping[str, Any], unnamed: str | None) -> Mapping[str, Any]:
+    """``arguments`` as written: the values passed through ``*args`` (bound under ``unnamed``)
+    replaced by ``"[redacted]"``, since no parameter name says whether they are secret."""
+    if unnamed is None or unnamed not in arguments:
+        return arguments
+    return {**arguments, unnamed: REDACTED}
 
 
 def _secret_strings(value: Any, found: list[str], depth: int) -> None:
@@ -164,9 +186,9 @@ _REDACTORS: dict[tuple[str, ...], Redactor] = {}
 # ``db-password``); never a mere substring (``max_tokens``, ``author``). Repetitions are bounded so
 # that every pattern stays linear in the length of the text.
 _NAME = (
-    r"(?:[A-Za-z0-9]{1,40}[_\-.]){0,6}(?:password|passwd|passphrase|secret|token|api[_\-]?key"
-    r"|access[_\-]?key|secret[_\-]?key|private[_\-]?key|authorization|cookie|credentials?"
-    r"|session[_\-]?id)"
+    r"(?:[A-Za-z0-9]{1,40}[_\-.]){0,6}(?:[A-Za-z]{0,20}(?:password|passwd|passphrase|secret|token)"
+    r"|passcode|jwt|(?:api|access|secret|private|signing|encryption|ssh|client)[_\-]?key"
+    r"|authorization|cookie|credentials?|session[_\-]?id)"
 )
 _SHAPES: tuple[tuple[re.Pattern[str], str], ...] = (
     # -----BEGIN ... PRIVATE KEY----- blocks, whole.
@@ -197,13 +219,21 @@ _SHAPES: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"), REDACTED),
     (re.compile(r"\bAIza[0-9A-Za-z_\-]{30,}"), REDACTED),
     (re.compile(r"\beyJ[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]{5,}"), REDACTED),
+    (re.compile(r"\bglpat-[A-Za-z0-9_\-]{20,}"), REDACTED),  # GitLab
+    (re.compile(r"\bnpm_[A-Za-z0-9]{36}\b"), REDACTED),
+    (re.compile(r"\bpypi-AgE[A-Za-z0-9_\-]{50,}"), REDACTED),
+    (re.compile(r"\bhf_[A-Za-z0-9]{30,}"), REDACTED),  # Hugging Face
+    (re.compile(r"\bSG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}"), REDACTED),  # SendGrid
+    (re.compile(r"\bshp(?:at|ss|ca|pa)_[a-fA-F0-9]{32}"), REDACTED),  # Shopify
+    (re.compile(r"\bdo[por]_v1_[a-f0-9]{64}"), REDACTED),  # DigitalOcean
 )
 # A cheap pre-check: lower-cased text holding none of these cannot match a shape above. Plain
 # substring tests: much faster than a case-insensitive regex of alternatives.
 _HINTS = (
     "pass", "secret", "token", "key", "authorization", "cookie", "credential", "session", "bearer",
     "basic", "digest", "sk-", "sk_", "pk-", "pk_", "rk-", "rk_", "ghp_", "gho_", "ghu_", "ghs_",
-    "ghr_", "github_pat", "xox", "akia", "asia", "aiza", "eyj", "private", "://",
+    "ghr_", "github_pat", "xox", "akia", "asia", "aiza", "eyj", "private", "://", "jwt",
+    "glpat-", "npm_", "pypi-", "hf_", "sg.", "shp", "_v1_",
 )
 
 

@@ -126,8 +126,8 @@ class Settings:
         SECRET_NAMES, type="strs", origin="fuzeguard",
         doc="Names whose values are replaced by \"[redacted]\" in traces and logged arguments, "
         "in arguments and results at any depth, case-insensitively, matched by words (api_key "
-        "matches X-Api-Key and apiKey). The built-in names always apply; names set here are "
-        "added to them.",
+        "matches X-Api-Key, apiKey and apikey). The built-in names always apply; names set here "
+        "are added to them.",
     )
     record_args: bool = setting(
         True, type="bool", origin="fuzeguard", doc="Write arguments to traces."

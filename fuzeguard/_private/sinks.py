@@ -16,7 +16,7 @@ from fuzeguard._private.events import BudgetWarning, Detected, RunKilled
 from fuzeguard._private.hooks import run_hooks
 from fuzeguard._private.log import emit
 from fuzeguard._private.otel import annotate
-from fuzeguard._private.secrets import redactor
+from fuzeguard._private.secrets import hide_unnamed, redactor
 from fuzeguard._private.timeline import Timeline
 from fuzeguard._private.trace import TraceRecorder
 from fuzeguard._private.values import encode_value
@@ -90,7 +90,8 @@ def span_events(event: Detected) -> None:
 
 def _logged_args(arguments: Any, plan: Plan) -> str:
     """The arguments as logged with ``log_values = true``: redacted and scrubbed, then cut."""
-    return _short_repr(encode_value(arguments, redactor(plan.settings.redact)))
+    shown = hide_unnamed(arguments, plan.binder.unnamed)
+    return _short_repr(encode_value(shown, redactor(plan.settings.redact)))
 
 
 def _short_repr(value: Any, limit: int = 200) -> str:

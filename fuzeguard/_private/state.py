@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import threading
 from typing import Literal
 
+from fuzeguard._private.forksafe import new_lock
 from fuzeguard._private.records import Detection
 
 Mode = Literal["off", "observe"]
 
 mode_override: Mode | None = None
 captures: list[list[Detection]] = []
-lock = threading.Lock()
+lock = new_lock()

@@ -37,7 +37,6 @@ import dataclasses
 import datetime as _dt
 import math
 import os
-import threading
 import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -52,9 +51,10 @@ from fuzeguard._private.events import (
     RunResumed,
     TurnEnded,
 )
+from fuzeguard._private.forksafe import new_lock
 from fuzeguard._private.log import emit
 from fuzeguard._private.records import Call, Decision
-from fuzeguard._private.secrets import Redactor, redactor, scrub
+from fuzeguard._private.secrets import Redactor, hide_unnamed, redactor, scrub
 from fuzeguard._private.settings import Settings
 from fuzeguard._private.values import TAG, Encoder, dumps, scrub_tree
 
@@ -67,7 +67,7 @@ FORMAT_VERSION = 1
 # Paths whose last attempt failed: the error is logged once, not once per run, until a line
 # is written there again.
 _failing: set[str] = set()
-_failing_lock = threading.Lock()
+_failing_lock = new_lock()
 
 
 def trace_path(plan: Plan, run: Run) -> str | None:
@@ -176,7 +176,7 @@ class TraceRecorder:
         self._fd: int | None = None
         self.path: str | None = None
         self.target: str | None = None
-        self._lock = threading.Lock()
+        self._lock = new_lock()
         self._fns: set[str] = set()
         self._started = False
         self._settled = False
@@ -231,9 +231,8 @@ class TraceRecorder:
             return
         if type(event) is CallCompleted:
             self.write_call(event)
-        elif type(event) is CallRefused:
-            if event.decision.detections:  # a call refused because the run was already killed
-                self.write_refused(event.plan, event.call, event.decision, None, None)
+        elif type(event) is CallRefused:  # killed, skipped, or its run was already killed
+            self.write_refused(event.plan, event.call, event.decision, None, None)
         else:
             assert type(event) is CallInterrupted
             self.write_refused(event.plan, event.call, event.decision, event.start, event.chunks)
@@ -264,10 +263,11 @@ class TraceRecorder:
         plan, call, record, error = event.plan, event.call, event.record, event.error
         s = plan.settings
         red = redactor(s.redact)
-        values = red.secret_values(call.arguments)
+        unnamed = plan.binder.unnamed
+        values = red.secret_values(call.arguments, unnamed=unnamed)
         line: dict[str, Any] = {"fn": call.fn}
         if s.record_args:
-            line["args"] = _args_value(call.arguments, s, red, values)
+            line["args"] = _args_value(hide_unnamed(call.arguments, unnamed), s, red, values)
         if error is None:
             if s.record_results:
                 line["result"] = _result_value(event.result, s.trace_max_result_bytes, red, values)
@@ -306,10 +306,11 @@ class TraceRecorder:
         """
         s = plan.settings
         red = redactor(s.redact)
-        values = red.secret_values(call.arguments)
+        unnamed = plan.binder.unnamed
+        values = red.secret_values(call.arguments, unnamed=unnamed)
         line: dict[str, Any] = {"fn": call.fn}
         if s.record_args:
-            line["args"] = _args_value(call.arguments, s, red, values)
+            line["args"] = _args_value(hide_unnamed(call.arguments, unnamed), s, red, values)
         if chunks is not None:
             if s.record_results:
                 line["result"] = _result_value(chunks, s.trace_max_result_bytes, red, values)
@@ -319,6 +320,8 @@ class TraceRecorder:
             line["interrupted"] = True
         line["ts"] = self.run.elapsed() if start is None else start
         _add_detections(line, decision)
+        if not decision.detections and decision.action == "kill":
+            line["action"] = "kill"  # refused because its run was already killed
         self._write(plan, line)
 
     def _write(self, plan: Plan, line: dict[str, Any]) -> None:
@@ -353,7 +356,7 @@ class TraceRecorder:
                 if self._extra:
                     line["extra_cost"] = self._extra
                     self._extra = 0.0
-                data = (dumps(line) + "\n").encode("utf-8", "backslashreplace")
+                data = (_dumps_line(line) + "\n").encode("utf-8", "backslashreplace")
                 if self._torn:
                     self._torn = False
                     data = b"\n" + data
@@ -382,6 +385,24 @@ class TraceRecorder:
                 os.close(fd)
             except OSError:
                 pass
+
+
+def _dumps_line(line: dict[str, Any]) -> str:
+    """A line's JSON text; a field JSON cannot hold (an infinite number that got past the checks
+    where values enter) is written as ``{"$fuze": "unwritable", "type": ...}``, so that the call
+    still has its line."""
+    try:
+        return dumps(line)
+    except (ValueError, TypeError):
+        pass
+    safe: dict[str, Any] = {}
+    for key, value in line.items():
+        try:
+            dumps(value)
+        except (ValueError, TypeError):
+            value = {TAG: "unwritable", "type": type(value).__name__}
+        safe[key] = value
+    return dumps(safe)
 
 
 def _add_detections(line: dict[str, Any], decision: Decision) -> None:
@@ -492,7 +513,10 @@ def _small_plain(arguments: dict[str, Any], cap: int, red: Redactor) -> bool:
             size += len(v)
             if scrub(v) != v:
                 return False
-        elif not (t is int or t is bool or v is None):
+        elif t is int:
+            if v > 10**15 or v < -(10**15):
+                return False  # the encoder measures it, and writes a very long one in hex
+        elif not (t is bool or v is None):
             return False
         if type(k) is not str or red.is_secret(k):
             return False

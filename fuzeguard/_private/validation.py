@@ -77,7 +77,12 @@ def coerce(spec: FieldSpec, value: Any, *, from_code: bool) -> Any:
     elif t == "float":
         if not isinstance(value, (int, float)) or isinstance(value, bool) or math.isnan(value):
             raise _type_error(value, "a number")
-        out = float(value)
+        try:
+            out = float(value)
+        except OverflowError:
+            out = math.inf
+        if not math.isfinite(out):
+            raise ValueError(f"expected a finite number, got {value!r:.40}")
     elif t == "duration":
         if isinstance(value, str):
             out = parse_duration(value)

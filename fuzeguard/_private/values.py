@@ -24,6 +24,9 @@ from fuzeguard._private.secrets import REDACTED, Redactor, scrub
 
 TAG = "$fuze"
 MAX_DEPTH = 64
+# Integers longer than this (about 3,900 decimal digits) are written in hex, tagged: Python
+# refuses to write an int of more than 4,300 digits as decimal text (sys.int_info).
+BIG_INT_BITS = 13_000
 
 
 def _no_default(value: Any) -> Any:
@@ -66,8 +69,8 @@ def scrub_tree(value: Any, values: list[str], depth: int = 0) -> Any:
         return REDACTED
     if t is list:
         return [scrub_tree(v, values, depth + 1) for v in value]
-    if t is dict:
-        return {k: scrub_tree(v, values, depth + 1) for k, v in value.items()}
+    if t is dict:  # keys too: a result may be keyed by a token
+        return {scrub(k, values): scrub_tree(v, values, depth + 1) for k, v in value.items()}
     return value
 
 
@@ -80,6 +83,7 @@ def encode_value(value: Any, redact: Redactor | None = None) -> Any:
 
     - strings, finite numbers, booleans, None, lists, and dicts with string keys: as they are;
     - ``{"$fuze": "float", "value": "nan" | "inf" | "-inf"}``;
+    - ``{"$fuze": "int", "hex": "0x..."}`` for an integer too long to write in decimal;
     - ``{"$fuze": "tuple" | "set", "items": [...]}``;
     - ``{"$fuze": "dict", "items": [[key, value], ...]}`` for other keys (or a ``"$fuze"`` key);
     - ``{"$fuze": "bytes", "base64": "..."}``;
@@ -125,6 +129,10 @@ class Encoder:
         self.size += 4
         if t is int or t is bool or v is None:
             if t is int and (v > 10**15 or v < -(10**15)):
+                if v.bit_length() > BIG_INT_BITS:
+                    text = hex(v)
+                    self.size += len(text)
+                    return {TAG: "int", "hex": text}
                 self.size += len(str(v))
             return v
         if t is float:
@@ -169,7 +177,7 @@ class Encoder:
         if isinstance(v, bool):
             return bool(v)
         if isinstance(v, int) and not _is_numpy(t):
-            return int(v)
+            return enc(int(v), depth)
         if isinstance(v, float) and not _is_numpy(t):
             return enc(float(v), depth)
         if isinstance(v, _dt.datetime):
@@ -268,6 +276,8 @@ def decode_value(value: Any) -> Any:
             return out
         if tag == "float":
             return float(value["value"])
+        if tag == "int":
+            return int(value["hex"], 16)
         if tag == "bytes":
             return base64.b64decode(value["base64"])
         if tag == "datetime":

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from fuzeguard._private.core import check_detection
 from fuzeguard._private.layer import StreamWatcher
 from fuzeguard._private.log import emit
 from fuzeguard._private.records import Call, Decision
@@ -47,6 +48,8 @@ class StreamWatch:
         for i, watcher in enumerate(self.watchers):
             try:
                 detection = watcher.feed(chunk)
+                if detection is not None:
+                    check_detection(watcher, detection)
             except Exception as exc:
                 emit("error", "fuzeguard.internal_error", fn=self.call.fn, phase="stream",
                      error=exception_text(exc))
