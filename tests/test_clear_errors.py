@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 
 import pytest
+import structlog.testing
 
 import fuzeguard
 from fuzeguard import ConfigError, guard
@@ -34,10 +35,19 @@ def test_a_ladder_with_steps_after_kill_is_refused_in_code_and_in_the_file(ladde
         fuzeguard.Config.from_dict({"defaults": {"on_loop": ladder}})
 
 
-@pytest.mark.parametrize("amount", [-1, -0.5, float("inf")])
-def test_add_cost_refuses_a_negative_or_endless_cost(amount: float) -> None:
+@pytest.mark.parametrize("amount", [-1, -0.5])
+def test_add_cost_refuses_a_negative_cost(amount: float) -> None:
     with fuzeguard.run(), pytest.raises(ValueError, match="finite cost of 0 or more"):
         fuzeguard.add_cost(amount)
+
+
+def test_add_cost_leaves_an_endless_cost_out_and_says_so() -> None:
+    """An infinite cost cannot be added up: it is not counted and is logged (the agent goes on,
+    as a cost reported by a tool must never take it down)."""
+    with structlog.testing.capture_logs() as logs, fuzeguard.run() as run:
+        fuzeguard.add_cost(float("inf"))
+    assert run.stats().cost == 0
+    assert [e["event"] for e in logs if e["event"] == "fuzeguard.cost_rejected"]
 
 
 def test_a_run_name_that_is_not_a_string_is_refused() -> None:
