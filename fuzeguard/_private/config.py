@@ -173,6 +173,12 @@ class Config:
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
 
+    def set_for(self, fn: str | None = None) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
+        """The values this config sets itself (not left to defaults): run-wide, and in ``fn``'s
+        ``[functions.NAME]`` table. With a guard's overrides they are all ``settings_for(fn)``
+        depends on: two configs that set the same give the same settings."""
+        return self._values, self._functions.get(fn, {}) if fn is not None else {}
+
     def origin_of(self, key: str, fn: str | None = None) -> str:
         """Where a key's effective value comes from: ``"default"``, a file path, or ``"code"``.
 

@@ -46,7 +46,8 @@ from fuzeguard._private.events import Detected, RunKilled
 from fuzeguard._private.exceptions import ConfigError, FuzeguardError
 from fuzeguard._private.kinds import KINDS
 from fuzeguard._private.outcome import TEXT_ERROR
-from fuzeguard._private.plan import Plan, build_plan
+from fuzeguard._private.plan import Plan
+from fuzeguard._private.plan_cache import PlanCache
 from fuzeguard._private.records import Call, Decision, Detection
 from fuzeguard._private.run import Run
 from fuzeguard._private.schema import plain_data_key, schema
@@ -337,8 +338,8 @@ class _RunReplay:
     where in the trace it is (for the detections it reports)."""
 
     __slots__ = (
-        "clock", "code", "dead", "found", "killed", "label", "line", "plans", "position", "run",
-        "summary",
+        "clock", "code", "dead", "found", "killed", "label", "line", "made", "plans", "position",
+        "run", "summary",
     )
 
     def __init__(
@@ -356,6 +357,7 @@ class _RunReplay:
         self.clock = _Clock()
         self.run = ReplayRun(name if isinstance(name, str) else label, config, self.clock)
         self.plans: dict[str, Plan] = {}
+        self.made = replayer.plans
         self.dead = False
         self.summary = summary
         self.label = label
@@ -401,12 +403,12 @@ class _RunReplay:
             except (ConfigError, TypeError) as exc:
                 problem(f"guard settings recorded for `{fn}` ignored: {exc}")
         try:
-            plan = build_plan(_replayed, fn, self.run.config, options, layers)
+            plan = self.made.plan(fn, self.run.config, options, layers)
         except ConfigError as exc:
             if not options and layers is None:
                 raise
             problem(f"guard settings recorded for `{fn}` ignored: {exc}")
-            plan = build_plan(_replayed, fn, self.run.config, {}, None)
+            plan = self.made.plan(fn, self.run.config, {}, None)
         self.plans[fn] = plan
         return plan
 
@@ -444,6 +446,8 @@ class Replayer:
         self.max_line = max_line
         # Where each line of a merged replay comes from (file, line), for its problems.
         self._origins: list[tuple[str, int]] | None = None
+        # The plans of every run this replayer replays, one per function configuration.
+        self.plans = PlanCache(_replayed)
 
     def replay_file(
         self, path: str, *, progress: Callable[[int], object] | None = None
