@@ -27,6 +27,7 @@ from fuzeguard._private.replay import (
     TraceSummary,
     trace_files,
 )
+from fuzeguard._private.replay_pool import default_jobs, replay_files
 from fuzeguard._private.schema import schema
 
 EXIT_OK = 0
@@ -37,6 +38,9 @@ MAX_ROWS = 50
 MAX_PROBLEMS = 20
 PROGRESS_BYTES = 16 * 1024 * 1024
 PROGRESS_TRACES = 10
+# By default, traces of fewer characters than this in all are replayed in this process: starting
+# the worker processes (about half a second) would cost more than they save.
+PARALLEL_BYTES = 8 * 1024 * 1024
 
 # Characters that drive a terminal rather than show: C0 and C1 controls (ESC starts colour,
 # cursor and title sequences) and the bidirectional overrides that reorder what is shown.
@@ -199,6 +203,9 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument("--ignore-code-settings", action="store_true",
                      help="ignore settings the traced code passed to guard()/run(): "
                      "let the config alone decide")
+    rep.add_argument("-j", "--jobs", type=_jobs, metavar="N",
+                     help="replay the traces in N processes (default: one per core, for traces "
+                     "of 8 MB or more; 1: in this process); the output is the same")
     rpt = sub.add_parser(
         "report",
         help="why recorded runs were stopped: the evidence and what to change (text, --html)",
@@ -276,7 +283,8 @@ def _main(argv: Sequence[str] | None) -> int:
                   "--config, --merge and --fail-on-detect", file=sys.stderr)
             return EXIT_USAGE
         return compare(args.traces, args.compare[0], args.compare[1], env=args.env,
-                       fmt=args.format, use_code_settings=not args.ignore_code_settings)
+                       fmt=args.format, use_code_settings=not args.ignore_code_settings,
+                       jobs=args.jobs)
     return replay(
         args.traces,
         config_path=args.config,
@@ -286,7 +294,20 @@ def _main(argv: Sequence[str] | None) -> int:
         use_code_settings=not args.ignore_code_settings,
         progress=args.progress,
         merge=args.merge,
+        jobs=args.jobs,
     )
+
+
+def _jobs(text: str) -> int:
+    """``-j N``: a whole number of processes, at least 1."""
+    try:
+        jobs = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"must be a whole number of processes, such as 2, got {text!r}") from None
+    if jobs < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1 (1 replays in this process), got {jobs}")
+    return jobs
 
 
 # --------------------------------------------------------------------------- check
@@ -484,8 +505,11 @@ def replay(
     out: TextIO | None = None,
     err: TextIO | None = None,
     merge: bool = False,
+    jobs: int | None = None,
 ) -> int:
-    """``fuze replay``: replay traces and report detections; returns the exit status."""
+    """``fuze replay``: replay traces and report detections; returns the exit status. ``jobs``:
+    the processes the traces are split across (None: one per core, when they are large enough
+    to gain from it)."""
     out = out or sys.stdout
     err = err or sys.stderr
     try:
@@ -538,16 +562,23 @@ def replay(
     not_traces: list[str] = []
     by_layer: dict[str, int] = {}
     by_action: dict[str, int] = {}
-    jobs = list(zip(files, sizes, strict=True))
+    traces = list(zip(files, sizes, strict=True))
     if merge:  # one stream: every worker's trace of a shared run, ordered by time
-        jobs = [(f"{len(files)} traces merged", sum(sizes))]
-    for i, (path, size) in enumerate(jobs, start=1):
+        traces = [(f"{len(files)} traces merged", sum(sizes))]
+    processes = _processes(jobs, len(traces), sum(sizes))
+    if processes > 1:
+        summaries = replay_files([replayer], [path for path, _ in traces], processes)
+    for i, (path, size) in enumerate(traces, start=1):
         if bar is not None:
             bar.start(i)
             bar.update(0, force=True)
         try:
-            summary = (replayer.replay_merged(files, path) if merge else
-                       replayer.replay_file(path, progress=bar.update if bar else None))
+            if processes > 1:
+                [summary] = next(summaries)
+            elif merge:
+                summary = replayer.replay_merged(files, path)
+            else:
+                summary = replayer.replay_file(path, progress=bar.update if bar else None)
         except BrokenPipeError:
             raise  # our reader left (``| head``), not the trace: main() ends quietly
         except OSError as exc:
@@ -606,6 +637,14 @@ def replay(
     if fail_on_detect and total_detections:
         return EXIT_DETECTED
     return EXIT_OK
+
+
+def _processes(jobs: int | None, traces: int, size: int) -> int:
+    """How many processes replay ``traces`` traces of ``size`` characters in all: ``jobs``, or
+    by default one per core when the traces are large enough to repay starting them."""
+    if jobs is None:
+        jobs = default_jobs() if size >= PARALLEL_BYTES else 1
+    return max(1, min(jobs, traces))
 
 
 def _s(n: int) -> str:
@@ -778,8 +817,10 @@ def compare(
     use_code_settings: bool = True,
     out: TextIO | None = None,
     err: TextIO | None = None,
+    jobs: int | None = None,
 ) -> int:
-    """``fuze replay --compare A B``: each trace under both configs, side by side."""
+    """``fuze replay --compare A B``: each trace under both configs, side by side (in ``jobs``
+    processes, as ``replay``)."""
     out = out or sys.stdout
     err = err or sys.stderr
     loaded = _configs_and_traces("fuze replay", [config_a, config_b], env, paths, err,
@@ -789,23 +830,23 @@ def compare(
     configs, files = loaded
 
     def on_problem(problem: Problem) -> None:
-        if replayer is replayers[0]:  # each problem once: both replays read the same lines
-            print(f"fuze replay: {problem}", file=err)
+        print(f"fuze replay: {problem}", file=err)
 
-    replayers = [Replayer(c, on_problem=on_problem, use_code_settings=use_code_settings, keep=0)
-                 for c in configs]
+    # Each problem once (from A's replay): both replays read the same lines.
+    replayers = [Replayer(c, on_problem=on_problem if i == 0 else None,
+                          use_code_settings=use_code_settings, keep=0)
+                 for i, c in enumerate(configs)]
     rows: list[tuple[str, str, str, str]] = []
+    size = sum(_text_size(p) if os.path.isfile(p) else 0 for p in files)
+    replayed = replay_files(replayers, files, _processes(jobs, len(files), 2 * size))
     for path in files:
-        summaries = []
-        for replayer in replayers:
-            try:
-                summaries.append(replayer.replay_file(path))
-            except OSError as exc:
-                if isinstance(exc, BrokenPipeError):
-                    raise
-                print(f"fuze replay: cannot read {path}: {exc.strerror or exc}", file=err)
-                return EXIT_USAGE
-        a, b = summaries
+        try:
+            a, b = next(replayed)
+        except OSError as exc:
+            if isinstance(exc, BrokenPipeError):
+                raise
+            print(f"fuze replay: cannot read {path}: {exc.strerror or exc}", file=err)
+            return EXIT_USAGE
         if fmt == "json":
             out.write(json.dumps({"trace": path, "a": _as_json(a), "b": _as_json(b),
                                   "difference": _difference(a, b)}, ensure_ascii=False) + "\n")
