@@ -84,22 +84,32 @@ _VOLATILE_TOKEN = re.compile(
 )
 _COUNTERS = ("pid", "PID", "process", "attempt", "try", "retry", "revision", "rev", "execution",
              "iteration", "run", "job", "request", "session", "sess", "conversation", "build")
-# Every branch starts with a literal character, so the engine jumps between candidate places.
-_WORD_LED = re.compile(
-    "|".join(
-        [
-            # pid 4242, session sess-17, job job_12
-            *(rf"{w}\s?[#:=]?\s?(?:[A-Za-z]{{1,8}}[-_])?\d+(?!\w)"
-              for c in _COUNTERS for w in {c, c.capitalize()}),
-            r"[Ll]ine\s\d+(?!\w)", r"LINE\s\d+(?!\w)",  # line 47872, Cell In[1], line 10
-            r"id(?<![A-Za-z]id)\s?[=:]\s?[\"']?[\w.-]+",  # id=4, request_id: ab12
-            r"ID(?<![A-Za-z]ID)\s?[=:]\s?[\"']?[\w.-]+",
-            r"Id(?<=[a-z]Id)\s?[=:]\s?[\"']?[\w.-]+",  # messageId=om_1
-            r"In\s?\[\d+\]", r"Out\s?\[\d+\]", r"Cell In\s?\[\d+\]",  # notebook counters
-            r"/tmp/[^\s'\"/:]*\d[^\s'\"/:]*", r"/var/folders/[^\s'\"/:]*",  # temporary dirs
-        ]
-    )
+_WORD_LED_BRANCHES: Final = (
+    # pid 4242, session sess-17, job job_12
+    *(rf"{w}\s?[#:=]?\s?(?:[A-Za-z]{{1,8}}[-_])?\d+(?!\w)"
+      for c in _COUNTERS for w in dict.fromkeys((c, c.capitalize()))),
+    r"Line\s\d+(?!\w)", r"line\s\d+(?!\w)", r"LINE\s\d+(?!\w)",  # line 47872, Cell In[1], line 10
+    r"id(?<![A-Za-z]id)\s?[=:]\s?[\"']?[\w.-]+",  # id=4, request_id: ab12
+    r"ID(?<![A-Za-z]ID)\s?[=:]\s?[\"']?[\w.-]+",
+    r"Id(?<=[a-z]Id)\s?[=:]\s?[\"']?[\w.-]+",  # messageId=om_1
+    r"In\s?\[\d+\]", r"Out\s?\[\d+\]", r"Cell In\s?\[\d+\]",  # notebook counters
+    r"/tmp/[^\s'\"/:]*\d[^\s'\"/:]*", r"/var/folders/[^\s'\"/:]*",  # temporary dirs
 )
+
+
+def _by_first_character(branches: tuple[str, ...]) -> str:
+    """One alternation of ``branches`` (each led by a plain character), grouped by that character:
+    ``p(?:id...|rocess...)|a(?:ttempt...)|...``. Branches led by different characters never match
+    at the same place, and those led by one keep their order, so it matches exactly what the
+    plain alternation matches; the engine skips to places where a leading character is (every
+    group starts with one) and there tries one group instead of every branch."""
+    groups: dict[str, list[str]] = {}
+    for branch in branches:
+        groups.setdefault(branch[0], []).append(branch[1:])
+    return "|".join(f"{re.escape(c)}(?:{'|'.join(rest)})" for c, rest in groups.items())
+
+
+_WORD_LED = re.compile(_by_first_character(_WORD_LED_BRANCHES))
 # What every match of _WORD_LED holds, lowercased: a counter's word (``try`` in ``retry``, ``rev``
 # in ``revision``, ``id`` in ``pid``), ``id``, the ``[`` of a notebook counter, a temporary
 # directory. Plain substring tests on the lowercased text rule most texts out at once.
