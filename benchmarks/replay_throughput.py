@@ -1,7 +1,7 @@
 """Replay throughput: a 1,000,000-call trace replayed, against the in-process guard's per-call cost.
 
-    python benchmarks/replay_throughput.py            # 1,000,000 calls
-    python benchmarks/replay_throughput.py --quick    # 60,000 calls (a smoke run)
+    python benchmarks/replay_throughput.py            # 1,000,000 calls, the whole real corpus
+    python benchmarks/replay_throughput.py --quick    # 60,000 calls, 40 traces (a smoke run)
 
 All in one process run: the same guarded agent-like workload (three tools, distinct arguments,
 results that differ with them, so that no layer fires) is
@@ -15,28 +15,69 @@ results that differ with them, so that no layer fires) is
    slice-by-slice ratios, and both totals are printed too.
 
 Every phase checks that all calls were counted and nothing fired, and the replay checks it saw
-exactly the live detections (none). One result per stdout line.
+exactly the live detections (none).
+
+Then the real-run corpus (``benchmarks/corpora/real``: recorded runs of real coding agents, large
+tool outputs, under the default configuration):
+
+3. calls/s on one core (CPU time of the replaying process, reading and decompressing included)
+   of this checkout and of the code as it was before replay shared its plans (``--baseline``, a
+   commit of this repository, unpacked with ``git archive``), interleaved in turn, each pass a
+   fresh process replaying every trace; the median of the passes, and the median of the
+   pass-by-pass ratios. Both must find the same detections.
+4. ``fuze replay --format json`` of the corpus with ``-j 1`` and ``-j 2`` (wall time of the whole
+   command, starting the interpreter and the worker processes included), interleaved; their
+   outputs must be identical.
+
+The machine and how busy it was (load average) come first. One result per stdout line; a line
+with a target reads ``name: value | target | yes/no``.
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import logging
 import os
 import statistics
+import subprocess
 import sys
+import tarfile
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import structlog
+from _common import machine
 
 import fuzeguard
 from fuzeguard import Config, guard
 from fuzeguard._private.replay import Replayer
 
 CONFIG = Config.from_dict({"defaults": {"max_iterations": 10**9}})
+ROOT = Path(__file__).resolve().parent.parent
+CORPUS = ROOT / "benchmarks" / "corpora" / "real" / "traces"
+# The code before replay shared plans across runs and masked counters in one grouped pass.
+BASELINE = "bafe2aa29b56d6b92f6c8e3db112610646890735"
+ONE_CORE_TARGET = 2.0
+JOBS_TARGET = 1.8
+# Replays the traces named on its command line in one process under the built-in defaults and
+# prints calls, detections and CPU seconds (run with the code to measure on PYTHONPATH).
+_DRIVER = """
+import sys, time
+from fuzeguard import Config
+from fuzeguard._private.replay import Replayer
+replayer = Replayer(Config(), keep=0)
+calls = detected = 0
+t0 = time.process_time()
+for path in sys.argv[1:]:
+    summary = replayer.replay_file(path)
+    calls += summary.calls
+    detected += summary.detected
+print(calls, detected, time.process_time() - t0)
+"""
 
 
 def _tools() -> list[Callable[..., Any]]:
@@ -72,10 +113,123 @@ def _agent(calls: int, trace: str | None) -> float:
     return seconds / calls
 
 
+def _clean_env(code: Path) -> dict[str, str]:
+    """The environment of a measured process: ``code`` first on the path, no FUZE_* settings."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FUZE_")}
+    env["PYTHONPATH"] = str(code)
+    return env
+
+
+def _baseline(rev: str, into: Path) -> Path | None:
+    """The ``fuzeguard`` package as it was at ``rev``, unpacked under ``into`` (None without git)."""
+    try:
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "fuzeguard"],
+                                 capture_output=True, check=True, timeout=120).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(into, filter="data")
+    return into
+
+
+def _one_core(code: Path, traces: Sequence[str], workdir: str) -> tuple[int, int, float]:
+    """Calls, detections and CPU seconds of one replay of ``traces`` by the code at ``code``."""
+    done = subprocess.run([sys.executable, "-c", _DRIVER, *traces], cwd=workdir,
+                          env=_clean_env(code), capture_output=True, text=True, timeout=1800,
+                          check=True)
+    calls, detected, seconds = done.stdout.split()
+    return int(calls), int(detected), float(seconds)
+
+
+def _jobs(jobs: int, traces: Sequence[str], workdir: str) -> tuple[float, str]:
+    """Wall seconds and output of ``fuze replay -j JOBS --format json`` of ``traces``."""
+    t0 = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-m", "fuzeguard", "replay", "--format", "json", "-j", str(jobs), *traces],
+        cwd=workdir, env=_clean_env(ROOT), capture_output=True, text=True, timeout=1800,
+    )
+    seconds = time.perf_counter() - t0
+    assert done.returncode in (0, 1), done.stderr[-2000:]
+    return seconds, done.stdout
+
+
+def _met(met: bool) -> str:
+    return "yes" if met else "no"
+
+
+def corpus(quick: bool, baseline_rev: str) -> list[str]:
+    """The real-run corpus replayed on one core (this checkout and ``baseline_rev``) and with
+    ``-j 1`` and ``-j 2``; the report's lines."""
+    traces = sorted(str(p) for p in CORPUS.glob("*.jsonl.gz"))
+    if quick:
+        traces = traces[:40]
+    repeats = 1 if quick else 5
+    lines = []
+    with tempfile.TemporaryDirectory(prefix="fuze-replay-corpus-") as workdir:
+        before = _baseline(baseline_rev, Path(workdir) / "baseline")
+        now: list[float] = []
+        then: list[float] = []
+        calls = detected = 0
+        for i in range(repeats):
+            order = [ROOT, before] if i % 2 == 0 else [before, ROOT]
+            for code in order:
+                if code is None:
+                    continue
+                calls, found, seconds = _one_core(code, traces, workdir)
+                (now if code is ROOT else then).append(calls / seconds)
+                if code is ROOT:
+                    detected = found
+                else:
+                    assert found == detected or not now, (found, detected)
+        lines.append(f"real-run corpus: {len(traces)} traces, {calls:,} calls, {detected:,} "
+                     f"detection{'' if detected == 1 else 's'} (benchmarks/corpora/real, default "
+                     "configuration)")
+        lines.append(f"replay on one core, this checkout: {statistics.median(now):,.0f} calls/s "
+                     f"(median of {repeats} passes, CPU time)")
+        if then:
+            ratio = statistics.median(a / b for a, b in zip(now, then, strict=True))
+            lines.append(f"replay on one core, before ({baseline_rev[:7]}): "
+                         f"{statistics.median(then):,.0f} calls/s, the same detections")
+            lines.append(f"replay on one core, this checkout / before: {ratio:.2f}x (median of "
+                         f"{repeats} interleaved pairs) | ≥ {ONE_CORE_TARGET:g}x | "
+                         f"{_met(ratio >= ONE_CORE_TARGET)}")
+        else:
+            lines.append(f"replay on one core, before ({baseline_rev[:7]}): skipped (no git "
+                         "history to unpack it from)")
+        single: list[float] = []
+        double: list[float] = []
+        for i in range(repeats):
+            outputs = {}
+            for jobs in ((1, 2) if i % 2 == 0 else (2, 1)):
+                seconds, outputs[jobs] = _jobs(jobs, traces, workdir)
+                (single if jobs == 1 else double).append(seconds)
+            assert outputs[1] == outputs[2], "-j 2 printed something else than -j 1"
+        gain = statistics.median(a / b for a, b in zip(single, double, strict=True))
+        lines.append(f"fuze replay -j 1: {calls / statistics.median(single):,.0f} calls/s "
+                     f"({statistics.median(single):.1f} s wall, median of {repeats})")
+        lines.append(f"fuze replay -j 2: {calls / statistics.median(double):,.0f} calls/s "
+                     f"({statistics.median(double):.1f} s wall, output identical to -j 1)")
+        lines.append(f"fuze replay -j 2 / -j 1: {gain:.2f}x (median of {repeats} interleaved "
+                     f"pairs, interpreter and workers started in each) | ≥ {JOBS_TARGET:g}x on 2 "
+                     f"cores | {_met(gain >= JOBS_TARGET)}")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="60,000 calls instead of 1,000,000")
+    parser.add_argument("--baseline", default=BASELINE, metavar="REV",
+                        help="the commit whose replay the real-run corpus is measured against")
+    parser.add_argument("--corpus-only", action="store_true",
+                        help="measure the real-run corpus only (not the 1,000,000-call trace)")
     args = parser.parse_args(argv)
+    facts = machine()
+    print(f"machine: {facts['CPU']}, {facts['cores']} cores, {facts['Python']}; load average at "
+          f"start {facts['load average at start (1, 5, 15 min)']}")
+    if args.corpus_only:
+        for line in corpus(args.quick, args.baseline):
+            print(line)
+        return 0
     calls = 60_000 if args.quick else 1_000_002  # a multiple of the three tools
     slice_size = -(-calls // 30) * 3  # a tenth of the calls, rounded up to whole rounds of tools
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.ERROR))
@@ -129,6 +283,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"replay of the trace (read + parse + layers): {replay_mean * 1e6:.2f} µs per call, "
           f"{1 / replay_mean:,.0f} calls/s, {total:.1f} s for the whole trace")
     print(f"replay / live per-call cost: {ratio:.2f}x (median of {len(live)} interleaved slices)")
+    for line in corpus(args.quick, args.baseline):
+        print(line)
     return 0
 
 

@@ -116,7 +116,8 @@ concurrency figures are wall time.
 
 
 def _replay(quick: bool) -> list[Row]:
-    """Run ``replay_throughput.py`` (owned by the replay command) if it exists; report its output."""
+    """Run ``replay_throughput.py`` (owned by the replay command) if it exists; report its output
+    (a line ``name: value | target | yes/no`` is a measurement with a target)."""
     if not REPLAY.exists():
         return [Row("6. replay", "replay throughput of a 1,000,000-call trace",
                     "skipped: benchmarks/replay_throughput.py is not in this build")]
@@ -128,14 +129,19 @@ def _replay(quick: bool) -> list[Row]:
     rows = []
     for line in done.stdout.splitlines():
         name, _, value = line.strip().partition(": ")
-        if name:
+        value, *goal = value.split(" | ")
+        if name and goal:
+            rows.append(Row("6. replay", name, value, goal[0], goal[-1] == "yes"))
+        elif name:
             rows.append(Row("6. replay", name, value))
     return rows or [Row("6. replay", "replay_throughput.py", "(no output)")]
 
 
 def write_replay_figures(rows: list[Row], path: Path = CLI_MD) -> None:
     """Put this run's replay figures between the markers of docs/cli.md (its "Speed" part)."""
-    figures = [f"{r.name}: {r.value}" for r in rows if r.section == "6. replay"]
+    figures = [f"{r.name}: {r.value}" + (f" (target {r.target}: {'met' if r.met else 'missed'})"
+                                          if r.target else "")
+               for r in rows if r.section == "6. replay"]
     text = path.read_text(encoding="utf-8")
     start, end = text.find(REPLAY_BEGIN), text.find(REPLAY_END)
     if start < 0 or end < start:
