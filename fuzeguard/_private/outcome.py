@@ -150,6 +150,10 @@ _DEEP_ERROR = re.compile(
     )$""",
     re.VERBOSE | re.MULTILINE,
 )
+# What every match of _DEEP_ERROR holds (``Error`` and ``error`` hold ``rror``, ``Fatal`` and
+# ``fatal`` hold ``atal``): plain substring tests rule most texts out before the line patterns.
+_DEEP_WORDS: Final = ("rror", "RROR", "xception", "atal", "ATAL", "BUILD FAILURE",
+                      "command not found", "No such file or directory", "Permission denied")
 _TRACEBACK_END = re.compile(
     r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning)\b.*$", re.MULTILINE
 )
@@ -384,10 +388,20 @@ def _failure_text(text: str, deep: bool) -> str | None:
     if found:
         return found
     for part in (first, text[-_ERROR_LOOK:]) if len(text) > _ERROR_LOOK else (text,):
+        if not _may_hold_deep_error(part):
+            continue
         match = _DEEP_ERROR.search(part)
         if match:
             return match.group().strip()[:_FAILURE_CHARS]
     return None
+
+
+def _may_hold_deep_error(text: str) -> bool:
+    """False only when ``_DEEP_ERROR`` cannot match ``text`` (it holds none of ``_DEEP_WORDS``)."""
+    for word in _DEEP_WORDS:  # noqa: SIM110 - a plain loop costs half of any()
+        if word in text:
+            return True
+    return False
 
 
 def _first_line(text: str) -> str:

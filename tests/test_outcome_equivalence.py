@@ -1,6 +1,7 @@
-"""The counter mask, grouped by leading character for speed, masks exactly what the plain
-alternation it replaced masked: on every text of the labelled corpora and on generated texts
-dense with counters."""
+"""Faster forms of the outcome reading give exactly what the slower ones gave: the counter mask,
+grouped by leading character, masks what the plain alternation masked, and the error lines found
+between a text's ends are the same with the substring pre-test as without it; on every text of the
+labelled corpora, and on generated texts dense with counters."""
 
 from __future__ import annotations
 
@@ -91,3 +92,25 @@ def test_the_grouped_counter_mask_matches_the_plain_one_on_texts_dense_with_coun
         assert outcome._WORD_LED.sub("_", text) == PLAIN.sub("_", text), text
     grouped, plain = _masked_both_ways(texts, monkeypatch)
     assert grouped == plain
+
+
+def test_the_error_lines_read_deep_in_the_corpora_are_the_same_without_the_pre_test(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    texts = _corpus_texts()
+    tested = [outcome.read_failure(t, True) for t in texts]
+    monkeypatch.setattr(outcome, "_may_hold_deep_error", lambda text: True)
+    assert [outcome.read_failure(t, True) for t in texts] == tested
+    assert sum(found is not None for found in tested) > 500
+
+
+@pytest.mark.parametrize("line", [
+    "ValueError: bad", "[ERROR] x", "[FATAL] x", "error: x", "ERROR: x", "Error: x", "fatal: x",
+    "FATAL: x", "Fatal: x", "BUILD FAILURE", "sh: foo: command not found",
+    "cat: a: No such file or directory", "open: Permission denied", "- E999 SyntaxError: x",
+    "KeyException: k",
+])
+def test_every_deep_error_line_passes_the_pre_test(line: str) -> None:
+    text = "start\n" + "filler line\n" * 300 + line + "\n" + "more filler\n" * 300 + "end"
+    assert outcome._DEEP_ERROR.search(text)
+    assert outcome._may_hold_deep_error(line)
