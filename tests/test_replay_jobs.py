@@ -44,12 +44,13 @@ def _no_project_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
             monkeypatch.delenv(key)
 
 
-@pytest.mark.parametrize("fmt", ["text", "json"])
-def test_two_processes_replay_the_corpora_exactly_as_one(fmt: str) -> None:
-    one = _replay(*CORPORA, "--format", fmt, jobs=1)
-    two = _replay(*CORPORA, "--format", fmt, jobs=2)
+@pytest.mark.parametrize(("fmt", "corpora"), [("json", CORPORA), ("text", CORPORA[:1])])
+def test_two_processes_replay_the_corpora_exactly_as_one(fmt: str, corpora: list[str]) -> None:
+    """Both corpora in the format their scores read; the text tables on the smaller one."""
+    one = _replay(*corpora, "--format", fmt, jobs=1)
+    two = _replay(*corpora, "--format", fmt, jobs=2)
     assert two == one
-    assert one[1].count("\n") > 100  # the corpora's loops were found
+    assert one[1].count("\n") > 40  # the corpora's loops were found
 
 
 @pytest.mark.parametrize("fmt", ["text", "json"])

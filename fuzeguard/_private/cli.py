@@ -14,6 +14,7 @@ import re
 import sys
 import time
 from collections.abc import Sequence
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -584,6 +585,10 @@ def replay(
         except OSError as exc:
             print(f"fuze replay: cannot read {printable(path)}: {exc.strerror or exc}", file=err)
             return EXIT_USAGE
+        except BrokenProcessPool:
+            print(f"fuze replay: a replay process ended unexpectedly while {printable(path)} was "
+                  "replayed (out of memory?); replay it with -j 1 to see why", file=err)
+            return EXIT_USAGE
         if bar is not None:
             bar.finish_trace(size)
         for name in files if merge else [path]:  # a merged replay's problems name their file
@@ -846,6 +851,10 @@ def compare(
             if isinstance(exc, BrokenPipeError):
                 raise
             print(f"fuze replay: cannot read {path}: {exc.strerror or exc}", file=err)
+            return EXIT_USAGE
+        except BrokenProcessPool:
+            print(f"fuze replay: a replay process ended unexpectedly while {path} was replayed "
+                  "(out of memory?); replay it with -j 1 to see why", file=err)
             return EXIT_USAGE
         if fmt == "json":
             out.write(json.dumps({"trace": path, "a": _as_json(a), "b": _as_json(b),

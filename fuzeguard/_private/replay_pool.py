@@ -17,6 +17,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -123,19 +124,25 @@ def replay_files(
     replayer's ``on_detection`` and ``on_problem`` as ``replay_file`` would have.
 
     An ``OSError`` reading a trace is raised when its turn comes, after everything before it was
-    handed over (as ``replay_file`` raises it). ``jobs=1``, or a single trace, replays in this
-    process; ``-`` (standard input) is always read here."""
+    handed over (as ``replay_file`` raises it); a worker process that dies raises
+    ``BrokenProcessPool``. ``jobs=1``, or a single trace, replays in this process; ``-`` (standard
+    input) is always read here."""
     jobs = min(jobs, sum(1 for p in paths if p != "-"))
     if jobs <= 1:
         for path in paths:
             yield [replayer.replay_file(path) for replayer in replayers]
         return
     specs = [_spec(replayer) for replayer in replayers]
-    with _context().Pool(jobs, initializer=_start_worker, initargs=(specs,)) as pool:
-        results = pool.imap(_replay_in_worker, [p for p in paths if p != "-"])
+    pool = ProcessPoolExecutor(jobs, mp_context=_context(), initializer=_start_worker,
+                               initargs=(specs,))
+    try:
+        results = pool.map(_replay_in_worker, [p for p in paths if p != "-"])
         for path in paths:
             if path == "-":
                 yield [replayer.replay_file(path) for replayer in replayers]
                 continue
             replayed = next(results)
             yield [_handed_over(r, one) for r, one in zip(replayers, replayed, strict=False)]
+    finally:
+        # Left early (a trace that cannot be read, a reader gone): what is queued is dropped.
+        pool.shutdown(wait=False, cancel_futures=True)
