@@ -582,13 +582,8 @@ def replay(
                 summary = replayer.replay_file(path, progress=bar.update if bar else None)
         except BrokenPipeError:
             raise  # our reader left (``| head``), not the trace: main() ends quietly
-        except OSError as exc:
-            print(f"fuze replay: cannot read {printable(path)}: {exc.strerror or exc}", file=err)
-            return EXIT_USAGE
-        except BrokenProcessPool:
-            print(f"fuze replay: a replay process ended unexpectedly while {printable(path)} was "
-                  "replayed (out of memory?); replay it with -j 1 to see why", file=err)
-            return EXIT_USAGE
+        except (OSError, BrokenProcessPool) as exc:
+            return _unreplayable(path, exc, err)
         if bar is not None:
             bar.finish_trace(size)
         for name in files if merge else [path]:  # a merged replay's problems name their file
@@ -642,6 +637,18 @@ def replay(
     if fail_on_detect and total_detections:
         return EXIT_DETECTED
     return EXIT_OK
+
+
+def _unreplayable(path: str, exc: Exception, err: TextIO) -> int:
+    """Say why the replay stopped at ``path`` (it cannot be read, or a replay process died);
+    the exit status."""
+    if isinstance(exc, BrokenProcessPool):
+        print(f"fuze replay: a replay process ended unexpectedly while {printable(path)} was "
+              "replayed (out of memory?); replay it with -j 1 to see why", file=err)
+    else:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        print(f"fuze replay: cannot read {printable(path)}: {why}", file=err)
+    return EXIT_USAGE
 
 
 def _processes(jobs: int | None, traces: int, size: int) -> int:
@@ -847,15 +854,10 @@ def compare(
     for path in files:
         try:
             a, b = next(replayed)
-        except OSError as exc:
-            if isinstance(exc, BrokenPipeError):
-                raise
-            print(f"fuze replay: cannot read {path}: {exc.strerror or exc}", file=err)
-            return EXIT_USAGE
-        except BrokenProcessPool:
-            print(f"fuze replay: a replay process ended unexpectedly while {path} was replayed "
-                  "(out of memory?); replay it with -j 1 to see why", file=err)
-            return EXIT_USAGE
+        except BrokenPipeError:
+            raise
+        except (OSError, BrokenProcessPool) as exc:
+            return _unreplayable(path, exc, err)
         if fmt == "json":
             out.write(json.dumps({"trace": path, "a": _as_json(a), "b": _as_json(b),
                                   "difference": _difference(a, b)}, ensure_ascii=False) + "\n")
