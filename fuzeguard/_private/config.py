@@ -12,6 +12,7 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from fuzeguard._private.config_file import Source, parse, read_toml
@@ -177,7 +178,8 @@ class Config:
         """The values this config sets itself (not left to defaults): run-wide, and in ``fn``'s
         ``[functions.NAME]`` table. With a guard's overrides they are all ``settings_for(fn)``
         depends on: two configs that set the same give the same settings."""
-        return self._values, self._functions.get(fn, {}) if fn is not None else {}
+        table = self._functions.get(fn, {}) if fn is not None else {}
+        return MappingProxyType(self._values), MappingProxyType(table)
 
     def origin_of(self, key: str, fn: str | None = None) -> str:
         """Where a key's effective value comes from: ``"default"``, a file path, or ``"code"``.

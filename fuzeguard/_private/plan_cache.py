@@ -11,6 +11,7 @@ every layer's optional hooks).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any
 
 from fuzeguard._private.config import Config
@@ -29,7 +30,7 @@ def _frozen(value: Any) -> Any:
     """A hashable stand-in for a setting's value that equals another's only when the values are
     equal and of the same types (``1``, ``1.0`` and ``True`` stay apart)."""
     t = type(value)
-    if t is dict:
+    if t is dict or t is MappingProxyType:
         return (dict, tuple(sorted(((_frozen(k), _frozen(v)) for k, v in value.items()), key=repr)))
     if t is list or t is tuple or t is frozenset or t is set:
         items = tuple(_frozen(v) for v in value)

@@ -338,8 +338,8 @@ class _RunReplay:
     where in the trace it is (for the detections it reports)."""
 
     __slots__ = (
-        "clock", "code", "dead", "found", "killed", "label", "line", "made", "plans", "position",
-        "run", "summary",
+        "clock", "code", "dead", "found", "killed", "label", "line", "plans", "position", "run",
+        "shared", "summary",
     )
 
     def __init__(
@@ -357,7 +357,7 @@ class _RunReplay:
         self.clock = _Clock()
         self.run = ReplayRun(name if isinstance(name, str) else label, config, self.clock)
         self.plans: dict[str, Plan] = {}
-        self.made = replayer.plans
+        self.shared = replayer.plans  # the replay's, across runs
         self.dead = False
         self.summary = summary
         self.label = label
@@ -403,12 +403,12 @@ class _RunReplay:
             except (ConfigError, TypeError) as exc:
                 problem(f"guard settings recorded for `{fn}` ignored: {exc}")
         try:
-            plan = self.made.plan(fn, self.run.config, options, layers)
+            plan = self.shared.plan(fn, self.run.config, options, layers)
         except ConfigError as exc:
             if not options and layers is None:
                 raise
             problem(f"guard settings recorded for `{fn}` ignored: {exc}")
-            plan = self.made.plan(fn, self.run.config, {}, None)
+            plan = self.shared.plan(fn, self.run.config, {}, None)
         self.plans[fn] = plan
         return plan
 
