@@ -163,7 +163,7 @@ def corpus(quick: bool, baseline_rev: str) -> list[str]:
     traces = sorted(str(p) for p in CORPUS.glob("*.jsonl.gz"))
     if quick:
         traces = traces[:40]
-    repeats = 1 if quick else 5
+    repeats = 1 if quick else 3
     lines = []
     with tempfile.TemporaryDirectory(prefix="fuze-replay-corpus-") as workdir:
         before = _baseline(baseline_rev, Path(workdir) / "baseline")

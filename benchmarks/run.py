@@ -122,7 +122,7 @@ def _replay(quick: bool) -> list[Row]:
         return [Row("6. replay", "replay throughput of a 1,000,000-call trace",
                     "skipped: benchmarks/replay_throughput.py is not in this build")]
     command = [sys.executable, str(REPLAY)] + (["--quick"] if quick else [])
-    done = subprocess.run(command, capture_output=True, text=True, timeout=600, check=False)
+    done = subprocess.run(command, capture_output=True, text=True, timeout=3600, check=False)
     if done.returncode != 0:
         tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
         return [Row("6. replay", "replay_throughput.py", f"failed: {tail[0]}", "runs", False)]
