@@ -221,11 +221,19 @@ class Run(RunState):
             self.close()
 
     async def __aenter__(self) -> Run:
+        with self._lock:
+            first = self._entered == 0
+        if first and self._store is not None:
+            await self._store.aopen(self)  # loaded now, awaited: ``__enter__`` finds it open
         return self.__enter__()
 
     async def __aexit__(
         self, tp: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
+        with self._lock:
+            last = self._entered == 1
+        if last and self._store is not None:
+            await self._store.aflush(self, everything=True)  # ``close`` finds nothing to send
         self.__exit__(tp, exc, tb)
 
     def attach(self) -> None:
@@ -310,6 +318,15 @@ class Run(RunState):
         self._deliver(RunClosed(self))
         if self._store is not None:
             self._store.close(self)
+
+    def end(self) -> None:
+        """End the run for good. A shared run's state is deleted from its store: every process
+        that shares it is done with it, and a process that opens (or goes on using) a run of
+        that name afterwards starts a fresh one. Closing a run never does this: a shared run
+        otherwise lives until ``store_ttl`` after its last activity. A run of this process's own
+        has nothing to delete."""
+        if self._store is not None:
+            self._store.end(self)
 
     def public_fp(self, fp: bytes) -> bytes:
         """The form of a fingerprint that this run writes to traces and logs: keyed with the
@@ -515,6 +532,14 @@ class Run(RunState):
                 self._count(call, decision)
         if decision.action == "ask":
             decision = self._ask(plan, call, decision, self._count)
+        return self._decided(plan, call, decision)
+
+    async def _adecide(
+        self, plan: Plan, args_fp: bytes, arguments: Any
+    ) -> tuple[Call, Decision]:
+        """``_decide`` for a coroutine tool of a run with a store: its round trips awaited."""
+        assert self._store is not None
+        call, decision = await self._store.adecide(self, plan, args_fp, arguments, None)
         return self._decided(plan, call, decision)
 
     def _ask(
