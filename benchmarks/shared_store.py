@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import subprocess
 import sys
 import tempfile
@@ -60,13 +61,13 @@ def _worker(url: str, name: str, calls: int, seed: int) -> None:
         tool(qs[-1], -1)  # connects and loads the run before the clock starts
         client.incr(f"ready:{name}")
         client.blpop([f"go:{name}"], timeout=120)
-        began = time.time()
+        began, cpu = time.time(), time.process_time()
         for i, q in enumerate(qs[:-1]):
             tool(q, i)
-        ended = time.time()
+        ended, cpu = time.time(), time.process_time() - cpu
         stats = run.stats()
     print(json.dumps({"detections": stats.detections, "local": stats.locally_judged,
-                      "began": began, "ended": ended}))
+                      "began": began, "ended": ended, "cpu": cpu}))
 
 
 def _scripts_run(client: Any) -> int:
@@ -77,11 +78,17 @@ def _scripts_run(client: Any) -> int:
                for name in ("eval", "evalsha", "eval_ro", "evalsha_ro"))
 
 
+def _server_cpu(client: Any) -> float:
+    stats = client.info("cpu")
+    return float(stats["used_cpu_user"]) + float(stats["used_cpu_sys"])
+
+
 def _measure(
     server: Any, workers: int, per_worker: int, separate: bool
-) -> tuple[float, float, int]:
-    """(calls per second, round trips per call, calls) for ``workers`` processes on one run, or
-    each on a run of its own (``separate``)."""
+) -> tuple[float, float, int, float]:
+    """(calls per second, round trips per call, calls, CPU seconds per call) for ``workers``
+    processes on one run, or each on a run of its own (``separate``). The CPU is the workers'
+    (during their calls) and redis-server's: what the calls cost whatever else the machine runs."""
     name = f"bench-{workers}" + ("-own" if separate else "")
     client = server.client()
     procs = [
@@ -100,9 +107,9 @@ def _measure(
             errors = [proc.communicate()[1][-2000:] for proc in procs]
             raise RuntimeError(f"the workers did not start: {errors}")
         time.sleep(0.01)
-    before = _scripts_run(client)
+    before, server_cpu = _scripts_run(client), _server_cpu(client)
     client.rpush(f"go:{name}", *(["go"] * workers))
-    began, ended = [], []
+    began, ended, cpu = [], [], 0.0
     for proc in procs:
         out, err = proc.communicate(timeout=600)
         if proc.returncode != 0:
@@ -111,15 +118,16 @@ def _measure(
         assert (got["detections"], got["local"]) == (0, 0), got
         began.append(got["began"])
         ended.append(got["ended"])
+        cpu += got["cpu"]
     seconds = max(ended) - min(began)  # the workers' clocks: one machine
-    after = _scripts_run(client)
+    after, server_cpu = _scripts_run(client), _server_cpu(client) - server_cpu
     calls = workers * per_worker
     runs = [f"{name}-{i}" for i in range(workers)] if separate else [name]
     counted = sum(int(client.hget(f"fuzeguard:{{{run}}}:m", "calls") or 0) for run in runs)
     assert counted - workers == calls, (counted, calls)  # each worker's warm-up call too
     # Not the workers' calls: each worker's final stats() writes its last completion.
     trips = after - before - workers
-    return calls / seconds, trips / calls, calls
+    return calls / seconds, trips / calls, calls, (cpu + server_cpu) / calls
 
 
 def measure(quick: bool) -> list[Row]:
@@ -134,17 +142,20 @@ def measure(quick: bool) -> list[Row]:
         try:
             for workers, separate in [*((w, False) for w in WORKERS), (16, True)]:
                 per_worker = max(total // workers, 25)
-                rate, trips, calls = _measure(server, workers, per_worker, separate)
+                rate, trips, calls, cpu = _measure(server, workers, per_worker, separate)
                 if workers == 1:
                     single = trips
                 plural = "es" if workers > 1 else ""
                 where = "a run each" if separate else "one run"
                 target = {(16, False): 2000.0, (16, True): 8000.0}.get((workers, separate))
+                cores = os.cpu_count() or 1
                 rows.append(Row(
                     SECTION,
                     f"{workers} worker process{plural}, {where}, {calls:,} calls: throughput, "
-                    "round trips per call",
-                    f"{rate:,.0f} calls/s, {trips:.2f}",
+                    f"round trips per call; CPU per call (workers and redis-server) and the "
+                    f"throughput it allows on {cores} idle cores",
+                    f"{rate:,.0f} calls/s, {trips:.2f}; {cpu * 1e6:,.0f} µs, "
+                    f"{cores / cpu:,.0f} calls/s",
                     "" if target is None else f"≥ {target:,.0f} calls/s",
                     None if target is None else rate >= target,
                 ))

@@ -223,9 +223,12 @@ def merge(run: Run, event: dict[str, Any]) -> None:
         run._killed = detection
 
 
-def parse(raw: bytes | str) -> dict[str, Any]:
-    value: dict[str, Any] = json.loads(raw)
-    return value
+def parse_all(raws: list[bytes]) -> list[dict[str, Any]]:
+    """Events as a script returns them, read in one pass (one ``json.loads`` for all)."""
+    if not raws:
+        return []
+    values: list[dict[str, Any]] = json.loads(b"[" + b",".join(raws) + b"]")
+    return values
 
 
 def snapshot(run: Run, encoded: Encoded | None = None) -> str:

@@ -597,8 +597,7 @@ class RedisStore:
 
     def _apply(self, run: Run, raw_events: list[bytes], skip_own: bool) -> None:
         """Book events from the log; ``skip_own``: not this process's own, already booked."""
-        for raw in raw_events:
-            event = events.parse(raw)
+        for event in events.parse_all(raw_events):
             if skip_own and event.get("w") == self.worker:
                 continue
             kind = event["k"]
