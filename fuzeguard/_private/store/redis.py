@@ -43,12 +43,12 @@ import itertools
 import math
 import os
 import socket
-import threading
 import time
 from collections.abc import Generator
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 from fuzeguard._private.fingerprint import keyed
+from fuzeguard._private.forksafe import new_lock
 from fuzeguard._private.log import emit
 from fuzeguard._private.records import Call, CallRecord, Decision, Detection
 from fuzeguard._private.runstate import _REFUSED
@@ -289,7 +289,7 @@ return 0
 
 _numbers = itertools.count(1)  # this process's events, so that Redis can tell which it holds
 _clients: dict[tuple[str, float], Any] = {}
-_clients_lock = threading.Lock()
+_clients_lock = new_lock()
 _WORKER = f"{socket.gethostname()}:{os.getpid()}:{os.urandom(3).hex()}"
 
 
