@@ -6,6 +6,7 @@ tests is real where Redis is involved (TTLs, a paused server): every wait is bou
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -832,3 +833,66 @@ def test_a_worker_that_loses_a_commit_needs_one_more_round_trip_only(
     assert trips <= 2 * 2400 + 4 * 8, trips
     with shared(redis_server, "two-trips") as run:
         assert run.stats().calls == 2400 and run.stats().calls_by_fn == {"fetch": 2400}
+
+
+def _asking_search() -> Callable[..., str]:
+    @guard(name="asked_search", on_loop=["ask", "kill"])
+    def asked_search(query: str) -> str:
+        return "3 results for " + query
+
+    return asked_search
+
+
+@pytest.mark.parametrize(("reply", "fourth"), [("continue", "3 results for same"),
+                                               ("skip", None), ("kill", LoopDetected)])
+def test_ask_in_a_shared_run_puts_the_question_and_shares_only_the_answer(
+    redis_server: RedisServer, reply: str, fourth: Any
+) -> None:
+    asked: list[str] = []
+
+    def ask(question: Any) -> str:
+        asked.append(question.fn)
+        return reply
+
+    search = _asking_search()
+    name = f"ask-{reply}"
+    with shared(redis_server, name, ask=ask) as run:
+        search("same")
+        search("same")
+        if fourth is LoopDetected:
+            with pytest.raises(LoopDetected):
+                search("same")
+        else:
+            got = search("same")
+            assert got == fourth if fourth is not None else got != "3 results for same"
+    assert asked == ["asked_search"]
+    with shared(redis_server, name) as other:  # what every process sees
+        assert (other.killed is not None) == (reply == "kill")
+        assert other.stats().calls == (3 if reply == "continue" else 2)
+    assert (run.killed is not None) == (reply == "kill")
+
+
+def test_ask_in_a_shared_run_does_not_block_the_event_loop(redis_server: RedisServer) -> None:
+    import threading
+
+    released = threading.Event()
+
+    def ask(question: Any) -> str:  # answered only once a task on the loop has run
+        return "continue" if released.wait(timeout=10) else "kill"
+
+    @guard(name="async_asked", on_loop=["ask", "kill"])
+    async def async_asked(query: str) -> str:
+        return "3 results for " + query
+
+    async def main() -> str:
+        async def release() -> None:
+            await asyncio.sleep(0)
+            released.set()
+
+        async with shared(redis_server, "ask-async", ask=ask, ask_timeout=20):
+            await async_asked("same")
+            await async_asked("same")
+            third, _ = await asyncio.gather(async_asked("same"), release())
+            return third
+
+    assert asyncio.run(main()) == "3 results for same"

@@ -548,20 +548,24 @@ class Run(RunState):
     ) -> Decision:
         """Put a decision that calls for ``ask`` to the run's ``ask`` callback, outside the
         lock, then book the answered decision (``ask.py``)."""
-        from fuzeguard._private.ask import Question, answer
-
-        assert decision.detection is not None
-        if self.ask_hook is None and not self._standard:
-            reply = "kill"  # replay: no one to ask, and nothing to log as live
-        else:
-            timeout = self.config.settings_for(None)["ask_timeout"]
-            reply = answer(self.ask_hook, Question(decision.detection, call.fn, self), timeout)
+        reply = self._question(call, decision)
         with self._lock:
             if self._killed is not None:  # killed by another call while the question was open
                 return Decision("kill", call.index, self._killed, ())
             decision = self._answered(decision, reply)
             book(call, decision)
         return decision
+
+    def _question(self, call: Call, decision: Decision) -> str:
+        """The ``ask`` callback's answer to a decision that calls for it (``ask.py``); waits
+        for it, up to ``ask_timeout``."""
+        from fuzeguard._private.ask import Question, answer
+
+        assert decision.detection is not None
+        if self.ask_hook is None and not self._standard:
+            return "kill"  # replay: no one to ask, and nothing to log as live
+        timeout = self.config.settings_for(None)["ask_timeout"]
+        return answer(self.ask_hook, Question(decision.detection, call.fn, self), timeout)
 
     def _decided(self, plan: Plan, call: Call, decision: Decision) -> tuple[Call, Decision]:
         """Log layer failures and refuse a call a failing layer could not judge under

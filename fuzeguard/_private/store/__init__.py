@@ -10,7 +10,7 @@ closing. The store judges with the run's own ``_judge`` and books with its own `
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from fuzeguard._private.exceptions import ConfigError, StoreUnavailable
 from fuzeguard._private.log import emit
@@ -52,7 +52,10 @@ def store_problem(config: Any, url: str, from_code: bool = True) -> str | None:
 
 
 class Store(Protocol):
-    """Holds a run's state for it (see the module docstring)."""
+    """Holds a run's state for it (see the module docstring). ``asks``: its ``decide`` puts
+    an ``ask`` decision to the run's callback itself (else the answer is ``"kill"``)."""
+
+    asks: ClassVar[bool]
 
     def open(self, run: Run) -> None: ...
     async def aopen(self, run: Run) -> None: ...

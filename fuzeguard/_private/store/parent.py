@@ -8,7 +8,7 @@ counted in them, and the cost of its calls is added to theirs.
 from __future__ import annotations
 
 from contextlib import ExitStack
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from fuzeguard._private import state
 from fuzeguard._private.records import Call, CallRecord, Decision, Detection
@@ -44,6 +44,8 @@ def limit_decision(plan: Plan, call: Call, detection: Detection) -> Decision:
 
 class ParentStore:
     """A run with a parent run in this process (see the module docstring)."""
+
+    asks: ClassVar[bool] = False  # judged under the locks of every run above: no one is asked
 
     def __init__(self, parent: Run) -> None:
         self.ancestors: list[Run] = []

@@ -45,7 +45,7 @@ import os
 import socket
 import time
 from collections.abc import Generator
-from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias, TypeVar
 
 from fuzeguard._private.fingerprint import keyed
 from fuzeguard._private.forksafe import new_lock
@@ -70,11 +70,13 @@ MAX_CONFLICTS = 1000  # commits lost to other processes before a call is judged 
 T = TypeVar("T")
 # The store's work, written once for both clients: a generator that yields each round trip it
 # needs, (script, keys, args), and is sent the reply (or thrown the error). ``_drive`` runs it
-# with the blocking client, ``_adrive`` with the asyncio one.
+# with the blocking client, ``_adrive`` with the asyncio one. (ASK, run, [call, decision]) asks the
+# run's ``ask`` callback instead, and is sent its answer: ``_adrive`` waits for it off the loop.
 Steps: TypeAlias = Generator[tuple[Any, Any, list[Any]], Any, T]
 
 # Statuses of the scripts' replies.
 COMMITTED, MOVED, OVER_BUDGET, MISSING, NEW_EPOCH = 1, 0, 2, 3, 5
+ASK = "ask"
 # How a commit treats a log that moved on since the writer's copy: EXACT appends only if it did
 # not (the decision was made on the state every earlier decision left); RELAXED appends anyway
 # unless the run was killed or the call would go past the run's own budget (a decision made again
@@ -398,6 +400,8 @@ class _Outage:
 class RedisStore:
     """A shared run's state on Redis (see the module docstring)."""
 
+    asks: ClassVar[bool] = True  # ``_decide`` asks, waiting off the event loop in ``_adrive``
+
     def __init__(self, run: Run, url: str, parent: Run | str | None) -> None:
         from fuzeguard._private.run import Run as RunClass
 
@@ -480,7 +484,10 @@ class RedisStore:
                 return result
             error = None
             try:
-                reply = self._script(request[0])(keys=request[1], args=request[2])
+                if request[0] is ASK:
+                    reply = request[1]._question(*request[2])
+                else:
+                    reply = self._script(request[0])(keys=request[1], args=request[2])
             except Exception as exc:
                 error = exc
 
@@ -498,8 +505,11 @@ class RedisStore:
                     return result
             error = None
             try:
-                script = asyncio_script(self.url, self.timeout, request[0])
-                reply = await script(keys=request[1], args=request[2])
+                if request[0] is ASK:
+                    reply = await asyncio.to_thread(request[1]._question, *request[2])
+                else:
+                    script = asyncio_script(self.url, self.timeout, request[0])
+                    reply = await script(keys=request[1], args=request[2])
             except BaseException as exc:  # a cancelled task too: its commit may be in doubt
                 error = exc
 
@@ -811,11 +821,18 @@ class RedisStore:
         args_fp = self._key(args_fp)
         conflicts = 0
         over: Detection | None = None  # a budget (the run's, or a parent's), used up
+        reply_given: str | None = None  # the ``ask`` callback's answer: asked once per call
         while True:
             reachable = yield from self._reachable(run)  # first: it may bring the copy up to date
             call, decision = run._judge(plan, args_fp, arguments, kind)
             if decision is _REFUSED or (decision.action == "kill" and not decision.detections):
                 return call, decision  # refused (failing layer, or killed): nothing to write
+            if decision.action == "ask":
+                if reply_given is None:
+                    reply_given = yield (ASK, run, [call, decision])
+                    if run._killed is not None:  # killed by another call meanwhile
+                        continue
+                decision = run._answered(decision, reply_given)
             if over is not None and decision.action in ("call", "warn"):
                 decision = limit_decision(plan, call, dataclasses.replace(
                     over, call_index=call.index))
