@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from claude_agent_sdk import ClaudeAgentOptions, HookContext, HookMatcher
 
 from fuzeguard._private.exceptions import LoopDetected
-from fuzeguard.integrations._calls import ToolCalls, final_answer, stop_message, warning_note
+from fuzeguard.integrations._calls import ToolCalls, final_answer, stop_message
 from fuzeguard.integrations._hooked import Invocation, Invocations
 
 if TYPE_CHECKING:
@@ -149,11 +149,11 @@ class LoopGuard:
         if outcome is None:
             return {}
         outcome.done(data.get("tool_response"))
-        detection = outcome.warning
-        if detection is None:
+        notes = outcome.notes()
+        if not notes:
             return {}
         return {"hookSpecificOutput": {"hookEventName": "PostToolUse",
-                                       "additionalContext": warning_note(detection)}}
+                                       "additionalContext": "\n\n".join(notes)}}
 
     async def _tool_failed(self, data: Any, tool_use_id: str | None, context: HookContext) -> Any:
         outcome = self._invocation(data).end(data.get("tool_use_id") or tool_use_id)

@@ -43,7 +43,7 @@ from fuzeguard.integrations._calls import (
     ToolCalls,
     final_answer,
     stop_message,
-    with_note,
+    with_notes,
 )
 from fuzeguard.integrations._calls import exit_behavior as exit_behavior_of
 from fuzeguard.integrations._runs import InvocationRuns, invocation, open_run, user_run, within
@@ -180,10 +180,11 @@ class LoopGuard:
         if outcome.killed is not None:
             return stop_message(outcome.killed)
         outcome.done(context.raw_tool_result)
-        warning = outcome.warning
-        if warning is not None and context.tool_result is not None:
-            return str(with_note(str(context.tool_result), warning))
-        return None
+        if context.tool_result is None:
+            return None
+        text = str(context.tool_result)
+        noted = with_notes(text, outcome)
+        return noted if noted is not text else None
 
     def before_llm_call(self, context: Any) -> bool | None:
         run = self._run_of(context, create=False)

@@ -105,11 +105,16 @@ class LoopGuardPlugin(BasePlugin):
             return None
         outcome.done(result)
         detection = outcome.warning
-        if detection is None:
+        notes = outcome.run_notes()
+        if detection is None and not notes:
             return None
         # ADK shows the model a tool's dict as it is, anything else as {"result": value}.
         shown = result if isinstance(result, dict) else {"result": result}
-        return {**shown, "loop_warning": warning_note(detection)}
+        if detection is not None:
+            shown = {**shown, "loop_warning": warning_note(detection)}
+        if notes:
+            shown = {**shown, "note": "\n\n".join(notes)}
+        return shown
 
     async def on_tool_error_callback(
         self, *, tool: BaseTool, tool_args: dict[str, Any], tool_context: ToolContext,

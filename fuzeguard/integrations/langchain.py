@@ -40,7 +40,6 @@ from fuzeguard.integrations._calls import (
     Outcome,
     ToolCalls,
     final_answer,
-    warning_note,
 )
 from fuzeguard.integrations._calls import (
     exit_behavior as exit_behavior_of,
@@ -204,12 +203,15 @@ class LoopGuardMiddleware(AgentMiddleware):
 
 
 def _noted(result: Any, outcome: Outcome) -> Any:
-    """A warned call's ``ToolMessage`` with the warning note added to its text for the model."""
-    detection = outcome.warning
-    if detection is None or not isinstance(result, ToolMessage):
+    """A call's ``ToolMessage`` with the notes for the model (a warning, the run's notes) added
+    to its text."""
+    if not isinstance(result, ToolMessage):
+        return result
+    notes = outcome.notes()
+    if not notes:
         return result
     content = result.content
-    note = warning_note(detection)
+    note = "\n\n".join(notes)
     if isinstance(content, str):
         return result.model_copy(update={"content": f"{content}\n\n{note}"})
     return result.model_copy(update={"content": [*content, {"type": "text", "text": note}]})

@@ -47,7 +47,7 @@ from fuzeguard.integrations._calls import (
     ToolCalls,
     final_answer,
     stop_message,
-    with_note,
+    with_notes,
 )
 from fuzeguard.integrations._calls import (
     exit_behavior as exit_behavior_of,
@@ -174,10 +174,10 @@ class LoopGuard:
         if outcome is None:
             return ToolGuardrailFunctionOutput.allow()
         outcome.done(data.output)
-        warning = outcome.warning
-        if warning is not None:
-            text = data.output if isinstance(data.output, str) else str(data.output)
-            return ToolGuardrailFunctionOutput.reject_content(with_note(text, warning))
+        text = data.output if isinstance(data.output, str) else str(data.output)
+        noted = with_notes(text, outcome)
+        if noted is not text:  # a warning or the run's notes for the model
+            return ToolGuardrailFunctionOutput.reject_content(noted)
         return ToolGuardrailFunctionOutput.allow()
 
 
