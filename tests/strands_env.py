@@ -6,8 +6,12 @@ Strands pins mcp below 2.2 and the test environment has mcp 2.3, so Strands gets
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Any
+
 import pytest
-from side_env import SideEnv
+from side_env import SideEnv, run_in
 
 STRANDS = SideEnv("strands", "strands-agents>=1.62", "import strands.hooks")
 
@@ -16,3 +20,12 @@ STRANDS = SideEnv("strands", "strands-agents>=1.62", "import strands.hooks")
 def strands_python() -> str:
     """The path of a Python that has Strands Agents and this project (editable) installed."""
     return STRANDS.build()
+
+
+@pytest.fixture(scope="session")
+def strands_extras(strands_python: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """What ``strands_extras.py`` measured (notes reaching the model, metering), run once."""
+    out = tmp_path_factory.mktemp("strands-extras") / "measured.json"
+    run_in(strands_python, [str(Path(__file__).parent / "strands_extras.py"), str(out)], out.parent)
+    measured: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
+    return measured

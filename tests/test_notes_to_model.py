@@ -6,71 +6,21 @@ One scenario for every framework: in ``fuzeguard.run(max_calls=4, warn_at=[0.5])
 looks up k1 to k5, one key a turn; the second call reaches half the call budget (the warning
 goes with its result), the fifth is over the budget and the run is killed. The run is resumed
 with two more calls and a note, and a second invocation looks up k6: its result carries the
-note. Strands and CrewAI run the same scenario in their own environments (``notes_side.py``).
+note. Strands and CrewAI run the same scenario in their own environments (``strands_extras.py``,
+``crewai_extras.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import pytest
 from structlog.testing import capture_logs
 
-import fuzeguard
-
-FIRST = "look up k1 k2 k3 k4 k5"
-SECOND = "look up k6"
-WARNING = "50% of the call budget used (2 of 4 calls): wrap up"
-NOTE = "Resumed with two more calls: look up k6 only, then answer."
-
-
-def lookup(key: str) -> str:
-    """Look a key up."""
-    return f"value of {key}"
-
-
-class Script:
-    """What the scripted model does, and what it read of the tools' results.
-
-    The prompt lists the keys to look up; the model looks up the next one that has no result
-    yet in the request, one a turn, then answers. ``read`` keeps every tool result text it was
-    shown, by its key (a result shown again in a later request's history is the same text)."""
-
-    def __init__(self) -> None:
-        self.read: dict[str, set[str]] = {}
-
-    def next_key(self, prompt: str, results: list[str]) -> str | None:
-        keys = prompt.split()[2:]
-        for text in results:
-            for key in keys:
-                if f"value of {key}" in text:
-                    self.read.setdefault(key, set()).add(text)
-        done = sum(1 for key in keys if any(f"value of {key}" in t for t in results))
-        return keys[done] if done < len(keys) else None
-
-    def check(self) -> None:
-        """The warning was read once, with k2's result; the note once, with k6's."""
-        texts = [text for found in self.read.values() for text in found]
-        assert sum(text.count(WARNING) for text in texts) == 1, self.read
-        assert sum(text.count(NOTE) for text in texts) == 1, self.read
-        assert any(WARNING in text for text in self.read["k2"])
-        assert any(NOTE in text for text in self.read["k6"])
-
-
-def scenario(invoke: Callable[[str], Any], tool: str = "lookup") -> None:
-    """Run the two invocations in one run, resumed in between (see the module docstring)."""
-    with capture_logs(), fuzeguard.run("notes", max_calls=4, warn_at=[0.5]) as run:
-        invoke(FIRST)
-        assert run.killed is not None and run.killed.pattern == "max_calls"
-        run.resume(extra_calls=2, note=NOTE)
-        invoke(SECOND)
-        assert run.killed is None
-        assert run.notes() == []  # every note went to the model
-    assert run.stats().calls_by_fn == {tool: 5}
-
+from tests.notes_scenario import FIRST, NOTE, SECOND, Script, lookup, scenario
 
 # --------------------------------------------------------------------------- LangChain
 
@@ -391,4 +341,14 @@ def test_claude_agent_sdk_hands_the_runs_notes_to_the_model_once() -> None:
             pass
 
     scenario(lambda prompt: asyncio.run(ask(prompt)), tool="mcp__shop__lookup")
+    script.check()
+
+
+# --------------------------------------------------------------------------- Strands Agents
+
+
+def test_strands_hands_the_runs_notes_to_the_model_once(strands_extras: dict[str, Any]) -> None:
+    """Played in Strands' own environment (``strands_extras.py``)."""
+    script = Script()
+    script.read = {key: set(texts) for key, texts in strands_extras["notes"].items()}
     script.check()
