@@ -352,3 +352,14 @@ def test_strands_hands_the_runs_notes_to_the_model_once(strands_extras: dict[str
     script = Script()
     script.read = {key: set(texts) for key, texts in strands_extras["notes"].items()}
     script.check()
+
+
+# --------------------------------------------------------------------------- CrewAI
+
+
+def test_crewai_hands_the_runs_notes_to_the_model_once(crewai_extras: dict[str, Any]) -> None:
+    """Played in CrewAI's own environment (``crewai_extras.py``), a ReAct LLM reading each
+    observation."""
+    script = Script()
+    script.read = {key: set(texts) for key, texts in crewai_extras["notes"].items()}
+    script.check()
