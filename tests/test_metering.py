@@ -361,3 +361,76 @@ def test_strands_metered_cost_stops_the_invocation_at_max_cost(
     found = strands_extras["max_cost"]
     assert found["text"].startswith("Stopped: the agent was looping (limits at tool call 4")
     assert found["pattern"] == "max_cost" and found["calls"] == 3 and found["turns"] == 4
+
+
+def _streaming_agent(prices: Prices) -> Any:
+    """A Pydantic AI agent on a streamed scripted model (``FunctionModel(stream_function=...)``,
+    whose usage Pydantic AI counts from what it streams): three lookups, then an answer."""
+    from collections.abc import AsyncIterator
+
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import ModelMessage
+    from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
+
+    from fuzeguard.integrations.pydantic_ai_usage import MeteredModel
+
+    turns = [0]
+
+    async def streamed(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str | DeltaToolCalls]:
+        n = turns[0]
+        turns[0] += 1
+        if n < 3:
+            yield {0: DeltaToolCall(name="lookup", json_args=json.dumps({"key": f"k{n}"}),
+                                    tool_call_id=f"c{n}")}
+        else:
+            yield "the values are "
+            yield "all found"
+
+    agent = Agent(MeteredModel(FunctionModel(stream_function=streamed), prices=prices))
+
+    @agent.tool_plain
+    @guard
+    def lookup(key: str) -> str:
+        """Look a key up."""
+        return "value of " + key
+
+    return agent
+
+
+def test_pydantic_ai_streamed_run_metering_equals_the_runs_own_usage() -> None:
+    prices = Prices({"function::streamed": (2.0, 8.0)})
+    agent = _streaming_agent(prices)
+
+    async def main() -> tuple[Any, fuzeguard.Run]:
+        async with fuzeguard.run() as run:
+            async with agent.run_stream("go") as result:
+                assert await result.get_output() == "the values are all found"
+            return result.usage, run
+
+    own, run = asyncio.run(main())
+    stats = run.stats()
+    assert own.requests == 4 and own.output_tokens > 0
+    assert (stats.tokens_in, stats.tokens_out) == (own.input_tokens, own.output_tokens)
+    assert stats.cost == pytest.approx(prices.cost("function::streamed", own.input_tokens,
+                                                   own.output_tokens))
+
+
+def test_pydantic_ai_iterated_run_with_streamed_requests_metering_equals_the_runs_own_usage() -> None:
+    from pydantic_ai import Agent
+
+    agent = _streaming_agent(PRICES)
+
+    async def main() -> tuple[Any, fuzeguard.Run]:
+        async with fuzeguard.run() as run:
+            async with agent.iter("go") as agent_run:
+                async for node in agent_run:
+                    if Agent.is_model_request_node(node):
+                        async with node.stream(agent_run.ctx) as stream:
+                            async for _ in stream:
+                                pass
+            return agent_run.usage, run
+
+    own, run = asyncio.run(main())
+    stats = run.stats()
+    assert own.requests == 4
+    assert (stats.tokens_in, stats.tokens_out) == (own.input_tokens, own.output_tokens)
