@@ -9,7 +9,8 @@ final ``AIMessage`` saying why (the model is not asked again), ``"error"`` raise
 refused: a kill is sticky). Every refused call is answered, so no tool call is left unanswered in
 the history; with ``"error"`` the exception is raised from the next model step, outside any tool
 middleware (an outer ``ToolErrorMiddleware`` or ``ToolRetryMiddleware`` cannot catch it). A warned
-call's ``ToolMessage`` carries a short note for the model.
+call's ``ToolMessage`` carries a short note for the model, and so does the next ``ToolMessage``
+after the run gathered notes for it (``run.notes()``: budget warnings, a resume's note).
 
 Each ``invoke`` / ``ainvoke`` of the agent is a run of its own (``before_agent`` opens it, its id
 rides in the agent's state, ``after_agent`` closes it); a ``fuzeguard.run()`` current at the
