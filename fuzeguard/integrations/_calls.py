@@ -81,14 +81,18 @@ class Outcome:
         carried them (``run.notes()``: ``warn_at`` budget warnings, the note given to
         ``resume()``), each handed over once. For an integration that passes them on, after
         ``done``."""
-        found = [] if (warning := self.warning) is None else [warning_note(warning)]
-        return found + self.run_notes()
+        warning = self.warning
+        found = [] if warning is None else [warning_note(warning)]
+        pending = self.pending
+        if pending is not None and pending.run._notes:  # a call with no note pays one check
+            found.extend(pending.run.notes())
+        return found
 
     def run_notes(self) -> list[str]:
         """The notes the call's run gathered for the model (``run.notes()``), taken now: for an
         integration that passes them apart from the warning note."""
         pending = self.pending
-        if pending is None or not pending.run._notes:  # a call with no note pays one check
+        if pending is None or not pending.run._notes:
             return []
         return pending.run.notes()
 

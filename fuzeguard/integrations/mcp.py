@@ -232,7 +232,7 @@ def _leave(token: contextvars.Token[tuple[Run, ...]] | None) -> None:
 
 def _with_warning(result: Any, started: Pending) -> Any:
     """A text result with the notes for the model (a warning, the run's notes)."""
-    return with_notes(result, Outcome(pending=started))
+    return with_notes(result, Outcome(pending=started)) if isinstance(result, str) else result
 
 
 def _tool_error(exc: LoopDetected) -> Exception:
