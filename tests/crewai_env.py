@@ -6,12 +6,10 @@ CrewAI pins mcp below 2 and the test environment has mcp 2.x, so CrewAI gets ``.
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
 import pytest
-from side_env import SideEnv, run_in
+from side_env import SideEnv, measured_by
 
 CREWAI = SideEnv("crewai", "crewai>=1.15", "import crewai.hooks")
 
@@ -25,7 +23,4 @@ def crewai_python() -> str:
 @pytest.fixture(scope="session")
 def crewai_extras(crewai_python: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """What ``crewai_extras.py`` measured (notes reaching the model), run once."""
-    out = tmp_path_factory.mktemp("crewai-extras") / "measured.json"
-    run_in(crewai_python, [str(Path(__file__).parent / "crewai_extras.py"), str(out)], out.parent)
-    measured: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
-    return measured
+    return measured_by(crewai_python, "crewai_extras.py", tmp_path_factory)

@@ -15,17 +15,17 @@ os.environ.update(CREWAI_DISABLE_TELEMETRY="true", OTEL_SDK_DISABLED="true",
                   CREWAI_TRACING_ENABLED="false")
 
 from crewai import Agent, Crew, Task
-from crewai.llms.base_llm import BaseLLM
 from crewai.tools import tool
 from structlog.testing import capture_logs
 
 from fuzeguard.integrations.crewai import LoopGuard
+from tests.crewai_stuck import StuckLLM
 from tests.notes_scenario import Script, lookup, scenario
 
 script = Script()
 
 
-class NotesLLM(BaseLLM):
+class NotesLLM(StuckLLM):
     """A ReAct-style LLM that looks up the keys its task names, one a turn (``Script``)."""
 
     def call(self, messages: Any, tools: Any = None, callbacks: Any = None,
@@ -38,15 +38,6 @@ class NotesLLM(BaseLLM):
         if key is None:
             return "Thought: I now know the final answer\nFinal Answer: done"
         return f"Thought: I should look this up\nAction: lookup\nAction Input: {json.dumps({'key': key})}"
-
-    def supports_function_calling(self) -> bool:
-        return False
-
-    def supports_stop_words(self) -> bool:
-        return False
-
-    def get_context_window_size(self) -> int:
-        return 8192
 
 
 def kickoff(prompt: str) -> None:

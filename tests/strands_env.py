@@ -6,12 +6,10 @@ Strands pins mcp below 2.2 and the test environment has mcp 2.3, so Strands gets
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
 import pytest
-from side_env import SideEnv, run_in
+from side_env import SideEnv, measured_by
 
 STRANDS = SideEnv("strands", "strands-agents>=1.62", "import strands.hooks")
 
@@ -25,7 +23,4 @@ def strands_python() -> str:
 @pytest.fixture(scope="session")
 def strands_extras(strands_python: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """What ``strands_extras.py`` measured (notes reaching the model, metering), run once."""
-    out = tmp_path_factory.mktemp("strands-extras") / "measured.json"
-    run_in(strands_python, [str(Path(__file__).parent / "strands_extras.py"), str(out)], out.parent)
-    measured: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
-    return measured
+    return measured_by(strands_python, "strands_extras.py", tmp_path_factory)
