@@ -141,6 +141,7 @@ def test_pydantic_ai_hands_the_runs_notes_to_the_model_once() -> None:
 
 def test_google_adk_hands_the_runs_notes_to_the_model_once() -> None:
     from google.adk.agents import LlmAgent
+    from google.adk.apps import App
     from google.adk.models.base_llm import BaseLlm
     from google.adk.models.llm_request import LlmRequest
     from google.adk.models.llm_response import LlmResponse
@@ -165,7 +166,7 @@ def test_google_adk_hands_the_runs_notes_to_the_model_once() -> None:
             yield LlmResponse(content=types.Content(role="model", parts=[part]))
 
     agent = LlmAgent(name="a", model=Scripted(model="scripted"), tools=[lookup])
-    runner = InMemoryRunner(agent=agent, app_name="notes", plugins=[LoopGuardPlugin()])
+    runner = InMemoryRunner(app=App(name="notes", root_agent=agent, plugins=[LoopGuardPlugin()]))
 
     async def ask(prompt: str) -> None:
         session = await runner.session_service.create_session(app_name="notes", user_id="u")

@@ -81,18 +81,15 @@ class Outcome:
         carried them (``run.notes()``: ``warn_at`` budget warnings, the note given to
         ``resume()``), each handed over once. For an integration that passes them on, after
         ``done``."""
+        notes = self.run_notes()
         warning = self.warning
-        found = [] if warning is None else [warning_note(warning)]
-        pending = self.pending
-        if pending is not None and pending.run._notes:  # a call with no note pays one check
-            found.extend(pending.run.notes())
-        return found
+        return notes if warning is None else [warning_note(warning), *notes]
 
     def run_notes(self) -> list[str]:
         """The notes the call's run gathered for the model (``run.notes()``), taken now: for an
         integration that passes them apart from the warning note."""
         pending = self.pending
-        if pending is None or not pending.run._notes:
+        if pending is None or not pending.run._notes:  # a call with no note pays one check
             return []
         return pending.run.notes()
 
