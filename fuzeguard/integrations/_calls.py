@@ -81,9 +81,15 @@ class Outcome:
         carried them (``run.notes()``: ``warn_at`` budget warnings, the note given to
         ``resume()``), each handed over once. For an integration that passes them on, after
         ``done``."""
-        notes = self.run_notes()
-        warning = self.warning
-        return notes if warning is None else [warning_note(warning), *notes]
+        pending = self.pending
+        if pending is None:
+            return []
+        run = pending.run
+        notes = run.notes() if run._notes else []  # a call with no note pays one check
+        decision = pending.decision
+        if decision.action != "warn" or decision.detection is None:
+            return notes
+        return [warning_note(decision.detection), *notes]
 
     def run_notes(self) -> list[str]:
         """The notes the call's run gathered for the model (``run.notes()``), taken now: for an
