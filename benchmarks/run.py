@@ -67,13 +67,15 @@ NOTES = """\
 - **Shared run (Redis)**: one local redis-server; 1, 4 and 16 worker processes released
   together, each making distinct calls with the default layers, all into one shared run, then 16
   workers each into a shared run of its own; throughput is all calls over the time from the
-  release to the last worker's end, and every run checks that the shared runs counted every call
-  exactly and nothing fired. Round trips are the scripts Redis ran per guarded call (`INFO
-  commandstats`). A call is decided, with the completion of the call before it, in one round
-  trip; when other workers commit in between, the decision is made again on the new state, which
-  costs a round trip each time. Every worker process and the server share the machine's cores
-  with each other (and, on a shared machine, with whatever else runs there: see the load
-  average above), so the figures for 16 processes measure mostly how the cores are shared.
+  first worker's first call to the last worker's last call, and every run checks that the shared
+  runs counted every call exactly and nothing fired. Round trips are the scripts Redis ran per
+  guarded call (`INFO commandstats`). A call is decided, with the completion of the call before
+  it, in one round trip; a worker that another committed before decides again on the state the
+  lost round trip brought and commits in a second one. The CPU per call is the workers' (during
+  their calls) and redis-server's, over the calls: unlike the throughput, it does not depend on
+  what else the machine runs, and the cores divided by it is the most these calls can reach on
+  idle cores. Every worker applies every other worker's events to its copy of the run, so a run
+  shared by 16 processes costs about 16 times the reading of one call's events per call.
 - **Verdicts**: known loops (Fuze dedup, argument spellings, result-aware polling, iteration cap,
   run limit) must still be caught exactly as before, and fingerprints computed before the hot path
   was optimized must still match.
