@@ -24,11 +24,11 @@ Which run a call is judged in is ``_runs.py``'s: one run per agent invocation by
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from fuzeguard._private.exceptions import LoopDetected
+from fuzeguard._private.forksafe import new_lock
 from fuzeguard._private.guard import Guard, Pending, Skipped, guard
 from fuzeguard._private.records import Detection
 
@@ -162,7 +162,7 @@ class ToolCalls:
     def __init__(self, **options: Unpack[ToolOptions]) -> None:
         self._decorate = guard(**options)  # validates the options now, with guard()'s messages
         self._guards: dict[str, Guard] = {}
-        self._lock = threading.Lock()
+        self._lock = new_lock()
 
     def guard_for(self, name: str) -> Guard:
         found = self._guards.get(name)

@@ -21,7 +21,6 @@ Install with ``pip install 'fuzeguard[crewai]'``.
 
 from __future__ import annotations
 
-import threading
 import weakref
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
@@ -36,6 +35,7 @@ from crewai.hooks import (
 )
 
 from fuzeguard._private.exceptions import LoopDetected
+from fuzeguard._private.forksafe import new_lock
 from fuzeguard._private.run import Run
 from fuzeguard.integrations._calls import (
     ExitBehavior,
@@ -57,7 +57,7 @@ _MAX_IN_FLIGHT = 1024
 # Calls being judged, by id of their tool_input dict (shared by every hook of one call): the guard
 # that judges each, so that a second registered guard leaves it alone.
 _claims: OrderedDict[int, tuple[Any, LoopGuard, Outcome | None]] = OrderedDict()
-_claims_lock = threading.Lock()
+_claims_lock = new_lock()
 
 
 class LoopGuard:

@@ -21,7 +21,6 @@ Install with ``pip install 'fuzeguard[google-adk]'``.
 
 from __future__ import annotations
 
-import threading
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +34,7 @@ from google.adk.tools.tool_context import ToolContext
 from google.genai import types
 
 from fuzeguard._private.exceptions import LoopDetected
+from fuzeguard._private.forksafe import new_lock
 from fuzeguard.integrations._calls import ToolCalls, final_answer, stop_message, warning_note
 from fuzeguard.integrations._hooked import Invocations
 
@@ -59,7 +59,7 @@ class LoopGuardPlugin(BasePlugin):
         self.calls = ToolCalls(**options)
         self._invocations = Invocations()
         self._killed: OrderedDict[str, LoopDetected] = OrderedDict()
-        self._lock = threading.Lock()
+        self._lock = new_lock()
 
     def killed(self, session_id: str) -> LoopDetected | None:
         """The ``LoopDetected`` of the last invocation of session ``session_id`` that a kill

@@ -24,7 +24,6 @@ Install with ``pip install 'fuzeguard[langchain]'``.
 from __future__ import annotations
 
 import os
-import threading
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractContextManager, nullcontext
@@ -36,6 +35,7 @@ from langchain_core.messages import AIMessage, ToolMessage
 from typing_extensions import NotRequired
 
 from fuzeguard._private.exceptions import LoopDetected
+from fuzeguard._private.forksafe import new_lock
 from fuzeguard._private.run import Run, current_run
 from fuzeguard.integrations._calls import (
     Outcome,
@@ -78,7 +78,7 @@ class LoopGuardMiddleware(AgentMiddleware):
         self.exit_behavior = exit_behavior_of(exit_behavior, ("end", "error", "continue"))
         self.calls = ToolCalls(**options)
         self._runs: OrderedDict[str, Run] = OrderedDict()  # the invocations under way, by id
-        self._lock = threading.Lock()
+        self._lock = new_lock()
 
     state_schema = GuardState
 

@@ -36,12 +36,12 @@ import functools
 import importlib
 import inspect
 import json
-import threading
 import weakref
 from collections.abc import Awaitable, Callable, Hashable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from fuzeguard._private.exceptions import LoopDetected
+from fuzeguard._private.forksafe import new_lock
 from fuzeguard._private.guard import Guard, Pending, Skipped, guard
 from fuzeguard._private.log import emit
 from fuzeguard._private.run import Run, make_current, restore_current
@@ -198,7 +198,7 @@ def _shown(result: Any) -> Any:
 
 _session_runs: weakref.WeakKeyDictionary[Any, Run] = weakref.WeakKeyDictionary()
 _keyed_runs = KeyedRuns("mcp-session", limit=MAX_SESSIONS)
-_session_lock = threading.Lock()
+_session_lock = new_lock()
 
 
 def _session_run(session_key: Callable[[Any], Hashable]) -> Run | None:

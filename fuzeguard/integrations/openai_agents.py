@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import contextvars
 import json
-import threading
 import weakref
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +39,7 @@ from agents.tool_guardrails import (
     ToolOutputGuardrailData,
 )
 
+from fuzeguard._private.forksafe import new_lock
 from fuzeguard._private.run import Run
 from fuzeguard.integrations._calls import (
     ExitBehavior,
@@ -78,7 +78,7 @@ class LoopGuard:
         self.runs = InvocationRuns()
         # A call that goes ahead, by its ToolContext (the same object reaches both guardrails).
         self._in_flight: weakref.WeakKeyDictionary[Any, Outcome] = weakref.WeakKeyDictionary()
-        self._lock = threading.Lock()
+        self._lock = new_lock()
         self.input_guardrail: ToolInputGuardrail[Any] = ToolInputGuardrail(
             guardrail_function=self._before, name="fuzeguard"
         )
