@@ -143,9 +143,7 @@ def _replay(quick: bool) -> list[Row]:
 
 def write_replay_figures(rows: list[Row], path: Path = CLI_MD) -> None:
     """Put this run's replay figures between the markers of docs/cli.md (its "Speed" part)."""
-    figures = [f"{r.name}: {r.value}" + (f" (target {r.target}: {'met' if r.met else 'missed'})"
-                                          if r.target else "")
-               for r in rows if r.section == "6. replay"]
+    figures = [f"{r.name}: {r.value}" for r in rows if r.section == "6. replay"]
     text = path.read_text(encoding="utf-8")
     start, end = text.find(REPLAY_BEGIN), text.find(REPLAY_END)
     if start < 0 or end < start:
