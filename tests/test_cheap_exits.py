@@ -18,8 +18,9 @@ from fuzeguard._private.fingerprint import fingerprint
 from fuzeguard._private.layer import RunView
 from fuzeguard._private.outcome import mask_text, reads_as_error, skeleton
 from fuzeguard._private.records import IN_FLIGHT, Call, CallRecord, Detection
-from fuzeguard.layers import Cycle, Iterations, Progress
+from fuzeguard.layers import Cycle, Dedup, Iterations, Progress, Semantic
 from fuzeguard.layers._content import content_of, echo_of, observe
+from fuzeguard.layers._quiet import quiet_check
 from fuzeguard.layers._similarity import SKETCH_SIZE, Chant, ChantScanner, sketch
 from fuzeguard.layers.iterations import DEFAULT_CAP, MIN_EVIDENCE, PRODUCTIVE_SHARE, WAIVER_WINDOW
 
@@ -343,3 +344,72 @@ def test_a_remembered_key_verdict_is_the_verdict_whatever_volatile_names_the_use
         assert outcome.is_volatile_key(key, extra) == expected, (key, extra)
     assert len(outcome._KEY_VERDICTS) <= outcome._KEYS_REMEMBERED
     assert all(len(key) <= outcome._KEY_REMEMBERED for key in outcome._KEY_VERDICTS)
+
+
+class _QuietBothWays:
+    """Asks the combined cheap exit and each default layer about every call, keeps both."""
+
+    name = "quiet_both_ways"
+    history_needed = 200
+
+    def __init__(self, stack: list[Any]) -> None:
+        self.stack = stack
+        self.quiet = quiet_check(stack)
+        self.answers: list[tuple[bool, list[Detection | None]]] = []
+
+    def check(self, run: RunView, call: Call) -> None:
+        state: Any = run
+        assert self.quiet is not None
+        settled = self.quiet(state._history, state._by_args, state._calls_by_fn, state._errors,
+                             call)
+        self.answers.append((settled, [layer.check(run, call) for layer in self.stack]))
+
+
+@pytest.mark.parametrize("options", [{}, {"max_iterations": 6, "cycle_min_length": 3},
+                                     {"cycle_warn_repeats": 0, "repeat_threshold": 1}])
+def test_the_default_stacks_combined_cheap_exit_settles_only_calls_every_layer_lets_go(
+    options: dict[str, Any],
+) -> None:
+    rng = random.Random(8)
+    settings = {**Config().settings_for(None), **options}
+    stack = [
+        cls(**{f: settings[f] for f in cls.__dataclass_fields__ if f in settings})
+        for cls in (Iterations, Dedup, Cycle, Progress)
+    ]
+    both = _QuietBothWays(stack)
+    assert both.quiet is not None and both.quiet.others == ()
+    names = ["search_docs", "write_file", "get_status", "convert", "bash", "think"]
+
+    def body(arg: str) -> Any:
+        if rng.random() < 0.05:  # a call made while this one runs: this one is in flight
+            tools[rng.choice(names)](rng.choice(["a", "b"]))
+        answer = rng.choice(["No results found.", "OK", "same words", "boom", f"new {arg}", 7])
+        if answer == "boom":
+            raise ValueError("failed")
+        return answer
+
+    tools = _tools(names, body, both)
+    for _ in range(150):
+        pool = rng.sample(names, rng.randint(1, 3))
+        with fuzeguard.run("quiet", config=Config()):
+            for i in range(rng.randint(2, 40)):
+                arg = rng.choice(["a", "b", f"new {i}", f"new {i}", f"new {i}"])
+                try:
+                    tools[pool[0] if rng.random() < 0.6 else rng.choice(pool)](arg)
+                except ValueError:
+                    pass
+    settled = [found for quiet, found in both.answers if quiet]
+    assert len(settled) > 300 and len(settled) < len(both.answers)  # both answers are exercised
+    assert sum(any(found) for _, found in both.answers) > 20  # and the layers do fire
+    for found in settled:
+        assert found == [None] * 4
+
+
+def test_the_combined_cheap_exit_is_made_only_for_a_stack_holding_the_four_default_layers() -> None:
+    four = [Iterations(), Dedup(), Cycle(), Progress()]
+    assert quiet_check(four) is not None
+    assert quiet_check(four[:3]) is None
+    assert quiet_check([*four, Dedup()]) is None
+    semantic = Semantic()
+    made = quiet_check([*four, semantic])
+    assert made is not None and made.others == (semantic,)

@@ -35,6 +35,9 @@ from fuzeguard._private.outcome import (
 from fuzeguard._private.records import Call, Detection
 from fuzeguard._private.settings import Settings
 
+if typing.TYPE_CHECKING:
+    from fuzeguard.layers._quiet import Quiet
+
 ResultExtractor = tuple[str, Callable[[Any, BaseException | None], Any], tuple[str, ...]]
 CallExtractor = tuple[
     str, Callable[[Mapping[str, Any], Any, BaseException | None], Any], tuple[str, ...]
@@ -215,6 +218,9 @@ class Plan:
     print_bound: PrintBound | None = None
     # What is kept of the calls that failed only (``Feature.failures_only``).
     failure_features: tuple[CallExtractor, ...] = ()
+    # The default layers' cheap exits in one look (``layers._quiet``); None when the stack does
+    # not hold them.
+    quiet: Quiet | None = None
 
     def kind_of(self, arguments: Mapping[str, Any]) -> str:
         """What this call does: the declared kind, or the inferred one refined by the arguments."""
@@ -307,6 +313,7 @@ def build_plan(
 ) -> Plan:
     """Resolve a guard's settings (defaults < file < [functions.NAME] < code) into a plan."""
     from fuzeguard.layers import BUILTIN_LAYERS
+    from fuzeguard.layers._quiet import quiet_check
 
     try:
         values = config.settings_for(name, overrides=options)
@@ -375,6 +382,7 @@ def build_plan(
             if binder.fast else None
         ),
         failure_features=failure_features,
+        quiet=quiet_check(layers),
     )
 
 

@@ -285,11 +285,17 @@ class RunState:
             return call, self._stopped_again(call)
         if self._unseen:
             self._show_running()
-        if not plan.layers:
+        layers = plan.layers
+        quiet = plan.quiet
+        if quiet is not None and quiet(
+            self._history, self._by_args, self._calls_by_fn, self._errors, call
+        ):
+            layers = quiet.others  # the default layers would each let the call go ahead
+        if not layers:
             return call, new_decision("call", call.index)
         observe = plan.observe or state.mode_override == "observe"
         failures = self._layer_failures
-        decision = decide(self, call, plan.layers, plan.ladder, self._hit_count,
+        decision = decide(self, call, layers, plan.ladder, self._hit_count,
                           observe=observe, on_error=self._layer_failed)
         if self._layer_failures != failures and plan.settings.fail_closed:
             return call, _REFUSED  # a layer could not judge the call: refuse it
