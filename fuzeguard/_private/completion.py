@@ -1,7 +1,8 @@
 """How a call that ran becomes part of its run: one path for live calls and replayed lines.
 
 ``complete`` judges the outcome (``Plan.judge_result`` / ``judge_error``), keeps what the layers
-need of it (``Plan.features``), builds the ``CallRecord``, books it in the run and publishes it.
+need of it (``Plan.features``), builds the ``CallRecord``, books it in the run (or the run's
+store) and publishes it (``CallCompleted``).
 A live call passes what the function returned or raised; replay passes what the trace recorded,
 where a recorded fingerprint or ``failed`` flag stands for a result the trace left out.
 """
@@ -10,7 +11,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from fuzeguard._private.events import CallCompleted
 from fuzeguard._private.fastinit import new_record
+from fuzeguard._private.fingerprint import fingerprint
 from fuzeguard._private.log import emit
 from fuzeguard._private.outcome import error_text
 from fuzeguard._private.records import Call, CallRecord, Decision
@@ -66,8 +69,12 @@ def complete(
         result = None
         value = output  # what the failed call printed, when a trace recorded it
     elif result is not UNKNOWN:
+        t = type(result)
         try:
-            fp, read_failed, value = plan.judge_result(result, call)
+            if t is int or t is float or t is bool or result is None:
+                fp, read_failed, value = fingerprint(result), None, result  # judge_result's first
+            else:
+                fp, read_failed, value = plan.judge_result(result, call)
         except Exception as exc:  # a value the judge did not expect: its outcome is unknown
             emit("error", "fuzeguard.internal_error", fn=call.fn, phase="fingerprint",
                  error=exception_text(exc))
@@ -86,5 +93,12 @@ def complete(
         call.fn, call.index, call.args_fp, result_fp, failed, cost or None, start, duration,
         features, call.kind,
     )
-    run._completed(plan, call, decision, record, result, error, stream)
+    # Booked in the run (or its store), then published.
+    if run._store is not None:
+        run._store.complete(run, record)
+    else:
+        with run._lock:
+            run._book(record)
+    if CallCompleted in run._subs or run._outbox:
+        run._deliver(CallCompleted(run, plan, call, decision, record, result, error, stream))
     return record

@@ -278,9 +278,9 @@ class RunState:
             return call, Decision("kill", call.index, self._killed, ())
         if plan.history_needed > self._capacity:
             self._grow(plan.history_needed)
-        call = new_call(
-            plan.name, self._attempts + 1, args_fp, arguments, kind or plan.kind_of(arguments)
-        )
+        if not kind:
+            kind = plan.kind_of(arguments) if plan.infer else plan.kind
+        call = new_call(plan.name, self._attempts + 1, args_fp, arguments, kind)
         if self._stopped and args_fp in self._stopped:
             return call, self._stopped_again(call)
         if self._unseen:
@@ -562,12 +562,18 @@ class RunState:
             # The common case: no other call was decided while this one ran. Inlined.
             self._unseen -= 1
             history = self._history
+            by_args = self._by_args
             if len(history) == history.maxlen:
-                self._evict()
+                old = history[0]
+                same = by_args.get(old.args_fp)
+                if same is not None and len(same) == 1 and same[0] is old:
+                    del by_args[old.args_fp]  # ``_evict`` when the oldest was its only call
+                else:
+                    self._evict()
             history.append(record)
-            same = self._by_args.get(record.args_fp)
+            same = by_args.get(record.args_fp)
             if same is None:
-                self._by_args[record.args_fp] = [record]
+                by_args[record.args_fp] = [record]
             else:
                 same.append(record)
         else:
