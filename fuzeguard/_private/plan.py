@@ -8,7 +8,7 @@ import re
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from fuzeguard._private.argprint import BindAndPrint, PrintBound, compile_binder, compile_printer
 from fuzeguard._private.config import Config
@@ -347,10 +347,12 @@ def build_plan(
     # layer whose settings leave it nothing to check (no limit set, no threshold) is left out
     # here rather than asked on every call.
     layers = [
-        layer for layer in layers if not (isinstance(layer, MayBeInert) and layer.inert)
+        layer for layer in layers
+        if not (takes_part(layer, MayBeInert) and cast(MayBeInert, layer).inert)
     ]
     needed = max(
-        (int(layer.history_needed) for layer in layers if isinstance(layer, KeepsHistory)),
+        (int(cast(KeepsHistory, layer).history_needed) for layer in layers
+         if takes_part(layer, KeepsHistory)),
         default=0,
     )
     binder = Binder(fn, settings.ignore_args)
@@ -370,7 +372,9 @@ def build_plan(
         result_features=result_features,
         requested=tuple(requested),
         call_features=call_features,
-        watchers=tuple(layer for layer in layers if isinstance(layer, WatchesStreams)),
+        watchers=tuple(
+            cast(WatchesStreams, layer) for layer in layers if takes_part(layer, WatchesStreams)
+        ),
         kind=infer_kind(name) if settings.kind == AUTO else settings.kind,
         infer=settings.kind == AUTO and may_refine(binder.parameter_names()),
         hooks=hooks,
@@ -384,6 +388,29 @@ def build_plan(
         failure_features=failure_features,
         quiet=quiet_check(layers),
     )
+
+
+# What ``isinstance(layer, protocol)`` answered for each built-in layer class: a runtime-checkable
+# protocol looks each of its members up on the object, which costs more than the rest of building
+# a plan, and a built-in layer's answer depends on its class alone (its members are methods,
+# properties, class attributes and dataclass fields, always set).
+_BUILTIN_ANSWERS: dict[tuple[type, type], bool] = {}
+
+
+def takes_part(layer: object, protocol: type) -> bool:
+    """``isinstance(layer, protocol)`` for one of the optional layer protocols, remembered per
+    class for the built-in layers (asked every time of any other object, whose members may be
+    its own)."""
+    from fuzeguard.layers import BUILTIN_LAYERS
+
+    cls = type(layer)
+    if cls not in BUILTIN_LAYERS.values():
+        return isinstance(layer, protocol)
+    key = (cls, protocol)
+    answer = _BUILTIN_ANSWERS.get(key)
+    if answer is None:
+        answer = _BUILTIN_ANSWERS[key] = isinstance(layer, protocol)
+    return answer
 
 
 def check_layer_objects(where: str, items: tuple[Any, ...]) -> None:
@@ -438,12 +465,12 @@ def _extractors(
 
     for layer in layers:
         reader = layer.name
-        if isinstance(layer, ObservesCalls):
-            add(reader, layer, True, layer.observe_call, reader)
-        elif isinstance(layer, ObservesResults):
-            add(reader, layer, False, layer.observe_result, reader)
-        if isinstance(layer, SharesFeatures):
-            for feature in layer.features:
+        if takes_part(layer, ObservesCalls):
+            add(reader, layer, True, cast(ObservesCalls, layer).observe_call, reader)
+        elif takes_part(layer, ObservesResults):
+            add(reader, layer, False, cast(ObservesResults, layer).observe_result, reader)
+        if takes_part(layer, SharesFeatures):
+            for feature in cast(SharesFeatures, layer).features:
                 if not isinstance(feature, Feature):
                     raise TypeError(
                         f"{where}: layer {reader!r} lists {feature!r} in its features; "
