@@ -112,6 +112,36 @@ def _tools(names: list[str], body: Callable[[str], Any], layer: object) -> dict[
     return tools
 
 
+def _random_runs(
+    rng: random.Random, names: list[str], layer: object, answers: list[Any], *, in_flight: float,
+    lengths: tuple[int, int], args: list[str], streak: float,
+) -> None:
+    """150 runs of random calls of tools named ``names``, judged by ``layer`` alone: each answers
+    one of ``answers`` ("boom" raises, "new" is new to the run), sometimes while another call
+    runs (``in_flight``); the first tool of a run's pool is called with probability ``streak``,
+    else any of the pool; arguments are drawn from ``args`` ("new" is new to the run)."""
+
+    def body(arg: str) -> Any:
+        if rng.random() < in_flight:  # a call made while this one runs: this one is in flight
+            tools[rng.choice(names)](rng.choice(["a", "b"]))
+        answer = rng.choice(answers)
+        if answer == "boom":
+            raise ValueError("failed")
+        return f"new {arg}" if answer == "new" else answer
+
+    tools = _tools(names, body, layer)
+    for _ in range(150):
+        pool = rng.sample(names, rng.randint(1, 3))
+        with fuzeguard.run("random", config=Config()):
+            for i in range(rng.randint(*lengths)):
+                arg = rng.choice(args)
+                try:
+                    tools[pool[0] if rng.random() < streak else rng.choice(pool)](
+                        f"new {i}" if arg == "new" else arg)
+                except ValueError:
+                    pass
+
+
 class _BothWays:
     """Runs the cycle layer's check and its full scan on every call and keeps both answers."""
 
@@ -252,28 +282,12 @@ class _ProgressBothWays:
 
 
 def test_the_progress_layers_cheap_exit_never_hides_what_the_full_judgement_finds() -> None:
-    rng = random.Random(6)
     both = _ProgressBothWays(Progress())
-    names = ["search_docs", "write_file", "get_status", "plan", "bash"]
-
-    def body(arg: str) -> str:
-        if rng.random() < 0.1:  # a call made while this one runs: this one is in flight
-            tools[rng.choice(names)](rng.choice(["a", "b"]))
-        answer = rng.choice(["No results found.", "OK", "same words here", "boom", f"new {arg}"])
-        if answer == "boom":
-            raise ValueError("failed")
-        return answer
-
-    tools = _tools(names, body, both)
-    for _ in range(150):
-        pool = rng.sample(names, rng.randint(1, 3))
-        with fuzeguard.run("progress", config=Config()):
-            for i in range(rng.randint(5, 40)):
-                arg = rng.choice(["a", "b", "c", f"new {i}"])
-                try:
-                    tools[rng.choice(pool)](arg)
-                except ValueError:
-                    pass
+    _random_runs(
+        random.Random(6), ["search_docs", "write_file", "get_status", "plan", "bash"], both,
+        ["No results found.", "OK", "same words here", "boom", "new"], in_flight=0.1,
+        lengths=(5, 40), args=["a", "b", "c", "new"], streak=0.0,
+    )
     assert sum(full is not None for _, full in both.pairs) > 20  # the full judgement does fire
     for cheap, full in both.pairs:
         assert cheap == full
@@ -370,7 +384,6 @@ class _QuietBothWays:
 def test_the_default_stacks_combined_cheap_exit_settles_only_calls_every_layer_lets_go(
     options: dict[str, Any],
 ) -> None:
-    rng = random.Random(8)
     settings = {**Config().settings_for(None), **options}
     stack = [
         cls(**{f: settings[f] for f in cls.__dataclass_fields__ if f in settings})
@@ -378,26 +391,11 @@ def test_the_default_stacks_combined_cheap_exit_settles_only_calls_every_layer_l
     ]
     both = _QuietBothWays(stack)
     assert both.quiet is not None and both.quiet.others == ()
-    names = ["search_docs", "write_file", "get_status", "convert", "bash", "think"]
-
-    def body(arg: str) -> Any:
-        if rng.random() < 0.05:  # a call made while this one runs: this one is in flight
-            tools[rng.choice(names)](rng.choice(["a", "b"]))
-        answer = rng.choice(["No results found.", "OK", "same words", "boom", f"new {arg}", 7])
-        if answer == "boom":
-            raise ValueError("failed")
-        return answer
-
-    tools = _tools(names, body, both)
-    for _ in range(150):
-        pool = rng.sample(names, rng.randint(1, 3))
-        with fuzeguard.run("quiet", config=Config()):
-            for i in range(rng.randint(2, 40)):
-                arg = rng.choice(["a", "b", f"new {i}", f"new {i}", f"new {i}"])
-                try:
-                    tools[pool[0] if rng.random() < 0.6 else rng.choice(pool)](arg)
-                except ValueError:
-                    pass
+    _random_runs(
+        random.Random(8), ["search_docs", "write_file", "get_status", "convert", "bash", "think"],
+        both, ["No results found.", "OK", "same words", "boom", "new", 7], in_flight=0.05,
+        lengths=(2, 40), args=["a", "b", "new", "new", "new"], streak=0.6,
+    )
     settled = [found for quiet, found in both.answers if quiet]
     assert len(settled) > 300 and len(settled) < len(both.answers)  # both answers are exercised
     assert sum(any(found) for _, found in both.answers) > 20  # and the layers do fire
