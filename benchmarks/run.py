@@ -127,6 +127,11 @@ Profiled with cProfile on the overhead workload; each step is its own commit wit
 10. Plans remember, per built-in layer class, which optional protocols it takes part in:
     `isinstance` against a runtime-checkable protocol was most of the cost of building a plan
     (1,877 Python calls per plan, now 639), which replay pays per trace.
+11. What the layers keep of a short text answered by a function of a fixed acknowledging kind
+    (its content units) is extracted when first read, where the next call will not read it: in
+    a streak of calls of one function, whose next call the layers settle without it
+    (`completion.Deferred`). `tests/test_cheap_exits.py` plays random runs both ways and
+    compares every detection and record.
 
 Single-threaded timings are CPU time of the process (`time.process_time`), which other processes
 on a shared machine cannot inflate with their own time slices; per-call growth timings and the

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import random
 import re
@@ -14,6 +15,7 @@ import pytest
 import fuzeguard
 from fuzeguard import Config, guard
 from fuzeguard._private import outcome
+from fuzeguard._private.completion import Deferred
 from fuzeguard._private.fingerprint import fingerprint
 from fuzeguard._private.layer import RunView
 from fuzeguard._private.outcome import mask_text, reads_as_error, skeleton
@@ -411,3 +413,74 @@ def test_the_combined_cheap_exit_is_made_only_for_a_stack_holding_the_four_defau
     semantic = Semantic()
     made = quiet_check([*four, semantic])
     assert made is not None and made.others == (semantic,)
+
+
+def _detections_and_records(defer: bool, seed: int) -> tuple[list[Any], list[Any], int]:
+    """Random runs of acknowledging tools that answer short texts (now and then the same one),
+    with what the layers keep of each text extracted at completion or when first read."""
+    rng = random.Random(seed)
+    config = Config.from_dict({"defaults": {"on_loop": "warn"}})
+    tools = []
+    for name in ("convert", "save_note", "tag_item"):
+        def body(arg: str) -> str:
+            return rng.choice([f"converted {arg}", "OK", f"saved {arg}\nline two", arg, "done"])
+
+        body.__name__ = name
+        tool = guard(body)
+        plan = tool.guard.plan(config)  # type: ignore[attr-defined]
+        assert plan.defer
+        tool.guard._plans[id(config)] = (config, dataclasses.replace(plan, defer=defer))  # type: ignore[attr-defined]
+        tools.append(tool)
+    detections: list[Any] = []
+    records: list[Any] = []
+    deferred = 0
+    for _ in range(60):
+        with fuzeguard.run("deferred", config=config) as run:
+            for i in range(rng.randint(2, 40)):
+                tools[0 if rng.random() < 0.7 else rng.randrange(3)](
+                    rng.choice(["a", "b", f"new {i}", f"new {i}"]))
+            detections += [(d.layer, d.call_index, d.action) for d in run.detections]
+            deferred += sum(type(r.features) is Deferred for r in run.history)
+            records += [(r.fn, r.index, r.args_fp, r.result_fp, r.error, r.kind, dict(r.features))
+                        for r in run.history]
+    return detections, records, deferred
+
+
+def test_features_extracted_when_first_read_give_the_verdicts_and_records_of_eager_ones() -> None:
+    eager = _detections_and_records(defer=False, seed=9)
+    deferred = _detections_and_records(defer=True, seed=9)
+    assert len(eager[0]) > 10  # the layers do fire on these runs
+    assert eager[2] == 0 and deferred[2] > 100  # and many extractions were deferred
+    assert deferred[:2] == eager[:2]
+
+
+def test_a_deferred_extraction_is_the_eager_one_and_reads_as_a_mapping() -> None:
+    @guard
+    def convert(name: str, size: int) -> str:
+        return name
+
+    plan = convert.guard.plan(Config())  # type: ignore[attr-defined]
+    for text in ["converted a.png", "a.png 12", "two words\nand a line", "", "one", "a b a b"]:
+        for arguments in ({"name": "a.png", "size": 3}, {"name": "words", "size": 1}):
+            eager = plan.features(arguments, text, None)
+            late = Deferred(plan, arguments, text)
+            assert late.get("content") == eager.get("content")
+            assert dict(late) == eager and late == eager and len(late) == len(eager)
+            assert ("content" in late) == ("content" in eager)
+
+
+@pytest.mark.parametrize(("source", "deferred"), [
+    ("def convert(name: str) -> str: ...", True),
+    ("def write_file(path: str) -> str: ...", True),
+    ("def search_docs(query: str) -> str: ...", False),  # informing: its masked units are read
+    ("def bash(command: str) -> str: ...", False),  # its kind may change with each command
+])
+def test_only_a_fixed_acknowledging_kind_has_its_features_extracted_when_first_read(
+    source: str, deferred: bool,
+) -> None:
+    namespace: dict[str, Any] = {}
+    exec(source, namespace)  # a function of that name and signature
+    fn = next(v for k, v in namespace.items() if k != "__builtins__")
+    assert guard(fn).guard.plan(Config()).defer is deferred  # type: ignore[attr-defined]
+    layers = guard(fn, layers=["iterations", "dedup", "progress", "semantic"])
+    assert layers.guard.plan(Config()).defer is False  # type: ignore[attr-defined]

@@ -221,6 +221,10 @@ class Plan:
     # The default layers' cheap exits in one look (``layers._quiet``); None when the stack does
     # not hold them.
     quiet: Quiet | None = None
+    # Whether what the layers keep of a short text result may be extracted when first read
+    # (``completion.Deferred``): the function's kind is fixed and acknowledging, and the content
+    # units are all that is kept.
+    defer: bool = False
 
     def kind_of(self, arguments: Mapping[str, Any]) -> str:
         """What this call does: the declared kind, or the inferred one refined by the arguments."""
@@ -313,6 +317,8 @@ def build_plan(
 ) -> Plan:
     """Resolve a guard's settings (defaults < file < [functions.NAME] < code) into a plan."""
     from fuzeguard.layers import BUILTIN_LAYERS
+    from fuzeguard.layers._content import CONTENT
+    from fuzeguard.layers._evidence import ACKNOWLEDGING
     from fuzeguard.layers._quiet import quiet_check
 
     try:
@@ -358,6 +364,8 @@ def build_plan(
     binder = Binder(fn, settings.ignore_args)
     prefix = encode(name) + b"\x00"
     result_features, call_features, failure_features = _extractors(f"guard({name})", layers)
+    kind = infer_kind(name) if settings.kind == AUTO else settings.kind
+    infer = settings.kind == AUTO and may_refine(binder.parameter_names())
     return Plan(
         name=name,
         settings=settings,
@@ -375,8 +383,8 @@ def build_plan(
         watchers=tuple(
             cast(WatchesStreams, layer) for layer in layers if takes_part(layer, WatchesStreams)
         ),
-        kind=infer_kind(name) if settings.kind == AUTO else settings.kind,
-        infer=settings.kind == AUTO and may_refine(binder.parameter_names()),
+        kind=kind,
+        infer=infer,
         hooks=hooks,
         bind_and_print=(
             compile_binder(binder.names, binder.excluded, prefix) if binder.simple else None
@@ -387,6 +395,10 @@ def build_plan(
         ),
         failure_features=failure_features,
         quiet=quiet_check(layers),
+        defer=(
+            not infer and kind in ACKNOWLEDGING and not result_features and bool(call_features)
+            and all(extract is CONTENT.extract for _, extract, _ in call_features)
+        ),
     )
 
 
