@@ -70,14 +70,18 @@ NOTES = """\
 - **Semantic vs difflib**: six 1 KB outputs per case, the sixth a lightly edited copy of an
   earlier one in half of the cases; the baseline is `SequenceMatcher(autojunk=False).ratio()`
   between the latest output and the earlier ones in the window, at the layer's threshold.
-- **Shared run (Redis)**: one local redis-server, one run shared by 1, 4 and 16 worker
-  processes released together, each making distinct calls with the default layers; throughput is
-  all calls over the time from the release to the last worker's end, and every run checks that
-  the shared run counted every call exactly and nothing fired. Round trips are the scripts Redis
-  ran per guarded call (`INFO commandstats`). A call is decided in one round trip and its
-  completion written in another; when other workers commit in between, the decision is made
-  again on the new state, which costs a round trip each time (and the 2-core machine runs all
-  workers and the server at once).
+- **Shared run (Redis)**: one local redis-server; 1, 4 and 16 worker processes released
+  together, each making distinct calls with the default layers, all into one shared run, then 16
+  workers each into a shared run of its own; throughput is all calls over the time from the
+  first worker's first call to the last worker's last call, and every run checks that the shared
+  runs counted every call exactly and nothing fired. Round trips are the scripts Redis ran per
+  guarded call (`INFO commandstats`). A call is decided, with the completion of the call before
+  it, in one round trip; a worker that another committed before decides again on the state the
+  lost round trip brought and commits in a second one. The CPU per call is the workers' (during
+  their calls) and redis-server's, over the calls: unlike the throughput, it does not depend on
+  what else the machine runs, and the cores divided by it is the most these calls can reach on
+  idle cores. Every worker applies every other worker's events to its copy of the run, so a run
+  shared by 16 processes costs about 16 times the reading of one call's events per call.
 - **Verdicts**: known loops (Fuze dedup, argument spellings, result-aware polling, iteration cap,
   run limit) must still be caught exactly as before, and fingerprints computed before the hot path
   was optimized must still match.

@@ -1,14 +1,16 @@
 """7. Shared runs: guarded-call throughput with the Redis store, and round trips per call.
 
-One local redis-server (started here, as the tests start theirs: ``tests/redis_server.py``), one
-shared run, and 1, 4 and 16 worker processes released together at a barrier, each making distinct
-calls ``search(query, i)`` into the run with the default layers. Throughput is all workers' calls
-divided by the time from the release to the last worker's end; every run checks that the shared
-run counted every call exactly and that no layer fired. Round trips are the scripts Redis ran
-(``INFO commandstats``: a shared run talks to Redis only through its scripts; each worker's final
-``stats()`` is subtracted) per guarded call: a call is decided in one round trip and its
-completion written in a second one; more are needed when other workers commit first (the
-decision is made again).
+One local redis-server (started here, as the tests start theirs: ``tests/redis_server.py``), and
+1, 4 and 16 worker processes released together at a barrier, each making distinct calls
+``search(query, i)`` with the default layers: all into one shared run, then each into a shared run
+of its own (16 runs). Throughput is all workers' calls divided by the time from the first
+worker's first call to the last worker's last call (each worker notes both; process start and exit
+are left out); every run checks that the shared runs counted every call exactly and that no layer
+fired. Round trips are the scripts Redis ran (``INFO commandstats``: a shared run talks to Redis
+only through its scripts; each worker's final ``stats()`` is subtracted) per guarded call: a call
+is decided, with the completion of the call before it, in one round trip; a worker that another
+committed before decides again on the state the lost round trip brought and commits in a second
+one, whatever the others did meanwhile (the script still checks the run's kill and budgets).
 
     python benchmarks/shared_store.py            # prints the rows
     python benchmarks/shared_store.py --quick
@@ -19,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import subprocess
 import sys
 import tempfile
@@ -51,14 +54,20 @@ def _worker(url: str, name: str, calls: int, seed: int) -> None:
     # One word no other call has, so that every answer is news to the progress layer whichever
     # workers' calls share its window.
     qs = [f"{q} w{seed}x{i}" for i, q in enumerate(queries(calls + 1, seed=seed))]
-    run = fuzeguard.run(name, store=url, config=Config(), store_timeout=10)
+    own = f"{name}-{seed}" if name.endswith("-own") else name
+    run = fuzeguard.run(own, store=url, config=Config(), store_timeout=10)
+    client = redis.Redis.from_url(url)
     with run:
         tool(qs[-1], -1)  # connects and loads the run before the clock starts
-        redis.Redis.from_url(url).blpop([f"go:{name}"], timeout=60)
+        client.incr(f"ready:{name}")
+        client.blpop([f"go:{name}"], timeout=120)
+        began, cpu = time.time(), time.process_time()
         for i, q in enumerate(qs[:-1]):
             tool(q, i)
+        ended, cpu = time.time(), time.process_time() - cpu
         stats = run.stats()
-    print(json.dumps({"detections": stats.detections, "local": stats.locally_judged}))
+    print(json.dumps({"detections": stats.detections, "local": stats.locally_judged,
+                      "began": began, "ended": ended, "cpu": cpu}))
 
 
 def _scripts_run(client: Any) -> int:
@@ -69,47 +78,56 @@ def _scripts_run(client: Any) -> int:
                for name in ("eval", "evalsha", "eval_ro", "evalsha_ro"))
 
 
-def _measure(server: Any, workers: int, per_worker: int) -> tuple[float, float, int]:
-    """(calls per second, round trips per call, calls) for ``workers`` processes on one run."""
-    import fuzeguard
-    from fuzeguard import Config
+def _server_cpu(client: Any) -> float:
+    stats = client.info("cpu")
+    return float(stats["used_cpu_user"]) + float(stats["used_cpu_sys"])
 
-    name = f"bench-{workers}"
+
+def _measure(
+    server: Any, workers: int, per_worker: int, separate: bool
+) -> tuple[float, float, int, float]:
+    """(calls per second, round trips per call, calls, CPU seconds per call) for ``workers``
+    processes on one run, or each on a run of its own (``separate``). The CPU is the workers'
+    (during their calls) and redis-server's: what the calls cost whatever else the machine runs."""
+    name = f"bench-{workers}" + ("-own" if separate else "")
     client = server.client()
-    with fuzeguard.run(name, store=server.url, config=Config(), store_timeout=10) as run:
-        procs = [
-            subprocess.Popen(
-                [sys.executable, __file__, "--worker", server.url, name, str(per_worker), str(i)],
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            )
-            for i in range(workers)
-        ]
-        # Every worker has made its warm-up call when the run holds `workers` calls.
-        deadline = time.monotonic() + 120
-        while run.stats().calls < workers:
-            if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
-                for proc in procs:
-                    proc.kill()
-                errors = [proc.communicate()[1][-2000:] for proc in procs]
-                raise RuntimeError(f"the workers did not start: {errors}")
-            time.sleep(0.01)
-        before = _scripts_run(client)
-        started = time.perf_counter()
-        client.rpush(f"go:{name}", *(["go"] * workers))
-        for proc in procs:
-            out, err = proc.communicate(timeout=600)
-            if proc.returncode != 0:
-                raise RuntimeError(err[-2000:])
-            got = json.loads(out)
-            assert (got["detections"], got["local"]) == (0, 0), got
-        seconds = time.perf_counter() - started
-        after = _scripts_run(client)
-        calls = workers * per_worker
-        counted = run.stats().calls - workers
-        assert counted == calls, (counted, calls)
-    # Not the workers' calls: each worker's final stats() loads the run once.
+    procs = [
+        subprocess.Popen(
+            [sys.executable, __file__, "--worker", server.url, name, str(per_worker), str(i)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        for i in range(workers)
+    ]
+    # Every worker has loaded its run and made its warm-up call.
+    deadline = time.monotonic() + 120
+    while int(client.get(f"ready:{name}") or 0) < workers:
+        if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
+            for proc in procs:
+                proc.kill()
+            errors = [proc.communicate()[1][-2000:] for proc in procs]
+            raise RuntimeError(f"the workers did not start: {errors}")
+        time.sleep(0.01)
+    before, server_cpu = _scripts_run(client), _server_cpu(client)
+    client.rpush(f"go:{name}", *(["go"] * workers))
+    began, ended, cpu = [], [], 0.0
+    for proc in procs:
+        out, err = proc.communicate(timeout=600)
+        if proc.returncode != 0:
+            raise RuntimeError(err[-2000:])
+        got = json.loads(out)
+        assert (got["detections"], got["local"]) == (0, 0), got
+        began.append(got["began"])
+        ended.append(got["ended"])
+        cpu += got["cpu"]
+    seconds = max(ended) - min(began)  # the workers' clocks: one machine
+    after, server_cpu = _scripts_run(client), _server_cpu(client) - server_cpu
+    calls = workers * per_worker
+    runs = [f"{name}-{i}" for i in range(workers)] if separate else [name]
+    counted = sum(int(client.hget(f"fuzeguard:{{{run}}}:m", "calls") or 0) for run in runs)
+    assert counted - workers == calls, (counted, calls)  # each worker's warm-up call too
+    # Not the workers' calls: each worker's final stats() writes its last completion.
     trips = after - before - workers
-    return calls / seconds, trips / calls, calls
+    return calls / seconds, trips / calls, calls, (cpu + server_cpu) / calls
 
 
 def measure(quick: bool) -> list[Row]:
@@ -122,22 +140,31 @@ def measure(quick: bool) -> list[Row]:
         server = RedisServer(Path(directory))
         server.start()
         try:
-            for workers in WORKERS:
+            for workers, separate in [*((w, False) for w in WORKERS), (16, True)]:
                 per_worker = max(total // workers, 25)
-                rate, trips, calls = _measure(server, workers, per_worker)
+                rate, trips, calls, cpu = _measure(server, workers, per_worker, separate)
                 if workers == 1:
                     single = trips
+                plural = "es" if workers > 1 else ""
+                where = "a run each" if separate else "one run"
+                target = {(16, False): 2000.0, (16, True): 8000.0}.get((workers, separate))
+                cores = os.cpu_count() or 1
                 rows.append(Row(
                     SECTION,
-                    f"{workers} worker process{'es' if workers > 1 else ''}, one run, "
-                    f"{calls:,} calls: throughput, round trips per call",
-                    f"{rate:,.0f} calls/s, {trips:.2f}",
+                    f"{workers} worker process{plural}, {where}, {calls:,} calls: throughput, "
+                    f"round trips per call; CPU per call (workers and redis-server) and the "
+                    f"throughput it allows on {cores} idle cores",
+                    f"{rate:,.0f} calls/s, {trips:.2f}; {cpu * 1e6:,.0f} µs, "
+                    f"{cores / cpu:,.0f} calls/s",
+                    "" if target is None else f"≥ {target:,.0f} calls/s",
+                    None if target is None else rate >= target,
                 ))
         finally:
             server.stop()
     rows.append(Row(
-        SECTION, "round trips per guarded call, one worker (one for the decision, one for the "
-        "completion, a snapshot every 64 events)", f"{single:.2f}", "1", single <= 1.0,
+        SECTION, "round trips per guarded call, one worker (the decision, with the completion "
+        "of the call before it and, every 64 events, a snapshot)", f"{single:.2f}", "1",
+        single <= 1.0,
     ))
     return rows
 

@@ -37,8 +37,8 @@ OPTIONS_END = "    # --- generated: end"
 OPTION_TYPES = {
     "int": "int", "float": "float", "bool": "bool", "str": "str", "duration": "Duration",
     "strs": "Strings", "actions": "Actions", "enabled": 'bool | Literal["observe"]',
-    "kind": 'Kind | Literal["auto"]', "store": "str", "path": "str | os.PathLike[str]",
-    "fractions": "list[float] | tuple[float, ...]", "any": "object",
+    "kind": 'Kind | Literal["auto"]', "store": "str", "namespace": "str",
+    "path": "str | os.PathLike[str]", "fractions": "list[float] | tuple[float, ...]", "any": "object",
 }
 OPTION_KEYS = {
     "layers": "Layers",
@@ -69,6 +69,7 @@ TYPE_TEXT = {
     "path": "file or directory path",
     "store": 'Redis URL ("redis://host:port/db", "rediss://..." or "unix://...")',
     "fractions": "list of fractions above 0 and below 1",
+    "namespace": "letters, digits, '.', '_' or '-'",
     "any": "any TOML value",
 }
 
@@ -79,6 +80,7 @@ EXAMPLES: dict[str, Any] = {
     "skip_value": "This tool call was skipped to break a loop.",
     "trace": "traces/",
     "store": "redis://localhost:6379/0",
+    "store_namespace": "billing-agent",
     "cost_velocity_threshold": 0.5,
     "cost_velocity_per_minute": 1.0,
     "embed": "myapp.embeddings:embed",
@@ -216,10 +218,15 @@ def linked_origin(origin: str) -> str:
 def bounds(spec: Any) -> str:
     parts = []
     if spec.minimum is not None:
-        parts.append(f"at least {spec.minimum:g}")
+        parts.append(f"at least {_number(spec.minimum)}")
     if spec.maximum is not None:
-        parts.append(f"at most {spec.maximum:g}")
+        parts.append(f"at most {_number(spec.maximum)}")
     return " and ".join(parts)
+
+
+def _number(value: float) -> str:
+    """A bound as written in the reference: whole numbers in full (2592000, not 2.592e+06)."""
+    return str(int(value)) if value == int(value) else f"{value:g}"
 
 
 def per_function(spec: Any) -> bool:

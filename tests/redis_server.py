@@ -1,8 +1,10 @@
 """A real redis-server for the tests: started on a free local port in a temporary directory.
 
 ``RedisServer`` can be stopped, started again on the same port, paused (SIGSTOP) and resumed, for
-the tests of what a shared run does when its store fails. Waits are bounded: a server that does
-not answer within ``START_TIMEOUT`` seconds fails the test that needs it.
+the tests of what a shared run does when its store fails. With ``persist=True`` it keeps its data
+in an append-only file (synced on every write), so that a restart finds the data again. Waits are
+bounded: a server that does not answer within ``START_TIMEOUT`` seconds fails the test that needs
+it.
 """
 
 from __future__ import annotations
@@ -28,20 +30,22 @@ def _free_port() -> int:
 
 
 class RedisServer:
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, persist: bool = False) -> None:
         binary = shutil.which("redis-server")
         if binary is None:
             raise RuntimeError("redis-server is not installed: apt-get install redis-server")
         self.binary = binary
         self.directory = directory
         self.port = _free_port()
+        self.persist = persist
         self.process: subprocess.Popen[bytes] | None = None
         self.url = f"redis://127.0.0.1:{self.port}/0"
 
     def start(self) -> None:
         self.process = subprocess.Popen(
             [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir",
-             str(self.directory), "--save", "", "--appendonly", "no", "--protected-mode", "yes",
+             str(self.directory), "--save", "", "--protected-mode", "yes",
+             "--appendonly", "yes" if self.persist else "no", "--appendfsync", "always",
              "--logfile", str(self.directory / "redis.log")],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )

@@ -7,6 +7,9 @@ It waits at a barrier (the Redis list ``go:RUN``) so that every worker starts to
   turn it calls ``ask("same question")`` once and hands the turn over;
 * ``kill``: calls ``fetch(0)`` in a run whose ``max_calls`` is already used up.
 
+Settings (JSON) are passed to ``fuzeguard.run``; ``"run"`` among them names the worker's run
+(by default ``RUN``, the barrier's name).
+
 It prints one JSON object (its counts, or the call index at which the loop was caught) and
 nothing else to stdout: the library's log goes to stderr.
 """
@@ -54,9 +57,10 @@ def main(argv: list[str]) -> int:
     n = int(argv[3]) if len(argv) > 3 else 0
     settings = json.loads(argv[4]) if len(argv) > 4 else {}
     client = redis.Redis.from_url(url)
-    client.blpop([f"go:{name}"], timeout=30)
+    client.blpop([f"go:{name}"], timeout=120)
     out: dict[str, object] = {}
-    with fuzeguard.run(name, store=url, config=Config(), store_timeout=10, **settings) as run:
+    run_name = settings.pop("run", name)  # a run of its own, released with the others
+    with fuzeguard.run(run_name, store=url, config=Config(), store_timeout=10, **settings) as run:
         if mode == "count":
             made = 0
             base = os.getpid() * 1_000_000  # distinct calls: no worker repeats another's

@@ -31,6 +31,7 @@ VALUES: dict[str, tuple[object, ...]] = {
     "str": ("package.module:embed", 3),
     "path": ("traces/", 3),
     "store": ("redis://localhost:6379/0", 6379),
+    "namespace": ("billing-agent", 3),
     "strs": (["id"], "id"),
     "actions": (["warn", "kill"], "kil"),
     "fractions": ([0.8, 0.95], 0.8),
@@ -38,7 +39,8 @@ VALUES: dict[str, tuple[object, ...]] = {
 }
 # Names of layers: layers= also takes layer objects, and a bare string passes mypy there (see
 # fuzeguard/_private/options.py), so its wrong value is a number.
-NAMES = {"layers": (["dedup"], 3), "exempt_from": (["dedup"], "dedup")}
+NAMES = {"layers": (["dedup"], 3), "exempt_from": (["dedup"], "dedup"),
+         "store_timeout": ("2s", [30])}  # 30m is past its bound
 # Keys that also take a function in code: its source for mypy, the function for the runtime.
 FUNCTIONS: dict[str, tuple[str, Any]] = {
     "cost": ("lambda result: 0.5", lambda result: 0.5),

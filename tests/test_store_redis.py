@@ -6,6 +6,7 @@ tests is real where Redis is involved (TTLs, a paused server): every wait is bou
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -306,12 +307,113 @@ def test_activity_renews_the_ttl(redis_server: RedisServer) -> None:
     assert client.pttl("fuzeguard:{renewed}:m") > 50_000
 
 
-def test_closing_the_run_that_created_it_deletes_its_state(redis_server: RedisServer) -> None:
+def test_closing_the_run_that_came_first_keeps_its_state_for_the_others(
+    redis_server: RedisServer,
+) -> None:
     client = redis_server.client()
     with shared(redis_server, "closed"):
         fetch(1)
-        assert client.exists("fuzeguard:{closed}:m")
-    assert not client.exists("fuzeguard:{closed}:m", "fuzeguard:{closed}:e")
+    assert client.exists("fuzeguard:{closed}:m")
+    with shared(redis_server, "closed") as later:
+        assert later.stats().calls == 1
+
+
+def test_ending_a_run_deletes_it_and_a_worker_still_inside_starts_afresh(
+    redis_server: RedisServer,
+) -> None:
+    client = redis_server.client()
+    a = shared(redis_server, "ended", max_calls=2)
+    b = shared(redis_server, "ended", max_calls=2)
+    a.bind(fetch)(1)
+    b.bind(fetch)(2)
+    old_id = a.id
+    a.end()
+    assert not client.exists("fuzeguard:{ended}:m", "fuzeguard:{ended}:e")
+    b.bind(fetch)(3)  # not refused by max_calls = 2: a fresh run, not the old one written back
+    assert b.stats().calls == 1 and b.id != old_id
+    assert a.stats().calls == 1 and a.id == b.id
+
+
+def test_fuze_end_ends_a_shared_run(redis_server: RedisServer) -> None:
+    import io
+
+    from fuzeguard._private.cli import main
+
+    with shared(redis_server, "ended-by-cli"):
+        fetch(1)
+    assert main(["end", "ended-by-cli", "--store", redis_server.url]) == 0
+    assert not redis_server.client().exists("fuzeguard:{ended-by-cli}:m")
+    from fuzeguard._private import cli
+
+    out = io.StringIO()
+    assert cli.end("nothing-here", store=redis_server.url, namespace=None, out=out) == 0
+    assert "nothing to end" in out.getvalue()
+
+
+def _staggered(server: RedisServer, name: str, count: int, settings: dict[str, Any]) -> list[int]:
+    """Four workers that start and finish at different moments, none holding the run for the
+    others: one alone, then two together, then the last one once one of those has left."""
+    procs = [
+        subprocess.Popen([sys.executable, str(WORKER), "count", server.url, name, str(count),
+                          json.dumps(settings)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(4)
+    ]
+    client = server.client()
+    made: list[int] = []
+
+    def release(n: int) -> None:
+        client.rpush(f"go:{name}", *(["go"] * n))
+
+    def first_done() -> subprocess.Popen[str]:
+        deadline = time.monotonic() + 240
+        while True:
+            for proc in procs:
+                if proc.poll() is not None:
+                    procs.remove(proc)
+                    out, err = proc.communicate()
+                    assert proc.returncode == 0, err
+                    made.append(json.loads(out)["made"])
+                    return proc
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+
+    release(1)
+    first_done()
+    release(2)
+    first_done()
+    release(1)
+    while procs:
+        first_done()
+    return made
+
+
+def test_four_workers_that_come_and_go_make_exactly_max_calls(redis_server: RedisServer) -> None:
+    made = _staggered(redis_server, "come-and-go", 20, {"max_calls": 40})
+    assert sum(made) == 40 and made[0] == 20
+    assert int(redis_server.client().hget("fuzeguard:{come-and-go}:m", "calls") or 0) == 40
+
+
+def test_a_kill_refuses_the_calls_of_a_worker_that_joins_later(redis_server: RedisServer) -> None:
+    first = workers(redis_server, "killed-before", ["count", "10", json.dumps({"max_calls": 3})])
+    assert first[0]["made"] == 3 and first[0]["killed"]
+    later = workers(redis_server, "killed-before", ["kill", "0", json.dumps({"max_calls": 1000})])
+    assert later[0]["refused"] is True
+
+
+def test_a_parent_s_budget_holds_across_child_runs_in_other_processes(
+    redis_server: RedisServer,
+) -> None:
+    with shared(redis_server, "boss-of-three", max_calls=10):
+        fetch(1)
+    children = [["count", "10", json.dumps({"parent": "boss-of-three", "run": f"child-{i}"})]
+                for i in range(3)]
+    got = workers(redis_server, "children-of-boss", *children)
+    assert sum(g["made"] for g in got) == 9
+    with shared(redis_server, "boss-of-three", max_calls=10) as parent:
+        assert parent.stats().calls == 10
+        with pytest.raises(LoopDetected):
+            fetch(2)
 
 
 def test_closing_a_run_that_joined_keeps_the_state(redis_server: RedisServer) -> None:
@@ -435,22 +537,22 @@ def test_a_run_opened_while_redis_is_down_goes_on_in_this_process(quick_retry: N
 
 def test_the_store_comes_from_the_config_file(redis_server: RedisServer, tmp_path: Path) -> None:
     path = tmp_path / "fuze.toml"
-    path.write_text(f'[defaults]\nstore = "{redis_server.url}"\n')
+    path.write_text(f'[defaults]\nstore = "{redis_server.url}"\nstore_namespace = "app"\n')
     with fuzeguard.run("from-file", config=str(path)):
         fetch(1)
-        assert redis_server.client().exists("fuzeguard:{from-file}:m")
+        assert redis_server.client().exists("fuzeguard:app:{from-file}:m")
 
 
 def test_fuze_store_overrides_the_config_file(
     redis_server: RedisServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = tmp_path / "fuze.toml"
-    path.write_text('[defaults]\nstore = "redis://127.0.0.1:1/0"\n')
+    path.write_text('[defaults]\nstore = "redis://127.0.0.1:1/0"\nstore_namespace = "app"\n')
     monkeypatch.setenv("FUZE_STORE", redis_server.url)
     with fuzeguard.run("from-env", config=str(path)) as run:
         fetch(1)
         assert run.stats().store_errors == 0
-        assert redis_server.client().exists("fuzeguard:{from-env}:m")
+        assert redis_server.client().exists("fuzeguard:app:{from-env}:m")
 
 
 def test_a_store_that_is_not_a_redis_url_is_a_config_error(tmp_path: Path) -> None:
@@ -458,6 +560,182 @@ def test_a_store_that_is_not_a_redis_url_is_a_config_error(tmp_path: Path) -> No
     path.write_text('[defaults]\nstore = "localhost:6379"\n')
     with pytest.raises(fuzeguard.ConfigError, match=r"defaults\.store.*redis://"):
         Config.load(path)
+
+
+def test_a_store_url_with_a_mistyped_scheme_is_a_config_error_that_hides_its_password() -> None:
+    with pytest.raises(fuzeguard.ConfigError, match=r"redis://") as caught:
+        fuzeguard.run("typo", store="reddis://:hunter2@cache.internal:6379/0", config=Config())
+    assert "hunter2" not in str(caught.value)
+
+
+def test_without_the_redis_package_a_named_run_is_judged_here_and_says_how_to_fix_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setitem(sys.modules, "redis", None)  # as if installed without the redis extra
+    with structlog.testing.capture_logs() as logs:
+        with fuzeguard.run("no-package", store="redis://127.0.0.1:1/0", config=Config()) as run:
+            outcomes = []
+            for _ in range(5):
+                try:
+                    ask("same question")
+                    outcomes.append("ran")
+                except LoopDetected:
+                    outcomes.append("refused")
+            assert run.stats().calls == outcomes.count("ran")
+    assert "refused" in outcomes
+    [logged] = [e for e in logs if e["event"] == "fuzeguard.store_misconfigured"]
+    assert "pip install 'fuzeguard[redis]'" in logged["message"]
+    with pytest.raises(fuzeguard.ConfigError, match=r"fuzeguard\[redis\]"):
+        fuzeguard.run("no-package", store="redis://127.0.0.1:1/0", config=Config(),
+                      fail_closed=True)
+
+
+def test_fuze_check_shows_fuze_store_and_fuze_trace_and_fails_on_a_store_that_cannot_work(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import io
+
+    from fuzeguard._private.cli import check
+
+    path = tmp_path / "fuze.toml"
+    path.write_text('[defaults]\nstore_namespace = "app"\n')
+    monkeypatch.setenv("FUZE_STORE", "redis://:hunter2@cache.internal:6379/0")
+    monkeypatch.setenv("FUZE_TRACE", "traces/")
+    out = io.StringIO()
+    assert check(str(path), out=out, err=io.StringIO()) == 0
+    lines = out.getvalue().splitlines()
+    assert any(line.startswith("store ") and "redis://:***@cache.internal:6379/0" in line
+               and "# environment FUZE_STORE" in line for line in lines)
+    assert any(line.startswith("trace ") and "# environment FUZE_TRACE" in line for line in lines)
+    assert "hunter2" not in out.getvalue()
+    for store, problem in (("localhost:6379", "redis://"), ("redis://h:6379/0", None)):
+        monkeypatch.setenv("FUZE_STORE", store)
+        err = io.StringIO()
+        no_namespace = tmp_path / "bare.toml"
+        no_namespace.write_text("[defaults]\n")
+        assert check(str(no_namespace), out=io.StringIO(), err=err) == 2
+        assert (problem or "store_namespace") in err.getvalue()
+    monkeypatch.setitem(sys.modules, "redis", None)
+    err = io.StringIO()
+    assert check(str(path), out=io.StringIO(), err=err) == 2
+    assert "pip install 'fuzeguard[redis]'" in err.getvalue()
+
+
+def test_a_password_is_masked_in_every_form_a_store_url_carries_it() -> None:
+    from fuzeguard._private.validation import masked_url
+
+    for url in ("redis://:hunter2@h:6379/0", "redis://user:hunter2@h:6379/0",
+                "redis://h:6379/0?password=hunter2", "unix:///run/redis.sock?db=0&password=hunter2",
+                "rediss://h:6379/0?db=1&Password=hunter2&x=1"):
+        assert "hunter2" not in masked_url(url) and "***" in masked_url(url)
+    assert masked_url("redis://h:6379/0?db=1") == "redis://h:6379/0?db=1"
+
+
+def test_an_outage_log_never_shows_the_store_s_password() -> None:
+    url = "redis://127.0.0.1:1/0?password=hunter2"
+    with structlog.testing.capture_logs() as logs:
+        with fuzeguard.run("masked", store=url, config=Config()):
+            fetch(1)
+    assert any(e["event"] == "fuzeguard.store_unavailable" for e in logs)
+    assert "hunter2" not in repr(logs)
+
+
+def test_a_store_from_the_config_needs_a_namespace_and_namespaces_stay_apart(
+    redis_server: RedisServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FUZE_STORE", redis_server.url)
+    with pytest.raises(fuzeguard.ConfigError, match="store_namespace"):
+        fuzeguard.run("task", config=Config())
+    billing = Config.from_dict({"defaults": {"store_namespace": "billing", "max_calls": 1}})
+    search = Config.from_dict({"defaults": {"store_namespace": "search", "max_calls": 1}})
+    with fuzeguard.run("task", config=billing):
+        fetch(1)
+        with pytest.raises(LoopDetected):
+            fetch(2)  # billing's task is killed by its max_calls...
+    with fuzeguard.run("task", config=search):
+        fetch(3)  # ... search's task of the same name is another run
+    assert redis_server.client().exists("fuzeguard:billing:{task}:m", "fuzeguard:search:{task}:m") == 2
+
+
+@pytest.mark.parametrize("setting", [{"store_ttl": float("inf")}, {"store_ttl": 1e300},
+                                     {"store_timeout": 1e300}, {"store_timeout": float("inf")}])
+def test_store_ttl_and_store_timeout_are_bounded(setting: dict[str, float]) -> None:
+    key = next(iter(setting))
+    with pytest.raises(fuzeguard.ConfigError, match=key):
+        Config.from_dict({"defaults": setting})
+    with pytest.raises(fuzeguard.ConfigError, match=key):
+        fuzeguard.run("bounded", store="redis://127.0.0.1:1/0", config=Config(), **setting)
+
+
+def test_an_infinite_cost_is_left_out_and_the_run_stays_shared(redis_server: RedisServer) -> None:
+    with structlog.testing.capture_logs() as logs, shared(redis_server, "infinite") as run:
+        fetch(1)
+        fuzeguard.add_cost(float("inf"))  # logged and not counted: the agent goes on
+        fetch(2)
+        assert run.stats().store_errors == 0 and run.stats().cost == 0.0
+    assert any(e["event"] == "fuzeguard.cost_rejected" for e in logs)
+    assert shared(redis_server, "infinite").stats().calls == 2
+
+
+def test_an_infinite_cost_from_a_cost_function_is_left_out_of_a_shared_run(
+    redis_server: RedisServer,
+) -> None:
+    priced = guard(fetch.__wrapped__, name="priced-inf", cost=lambda result: float("inf"))
+    with structlog.testing.capture_logs() as logs, shared(redis_server, "inf-cost") as run:
+        priced(1)
+        fetch(2)
+        assert run.stats().store_errors == 0 and run.stats().cost == 0.0
+    assert any(e["event"] == "fuzeguard.cost_failed" for e in logs)
+    assert shared(redis_server, "inf-cost").stats().calls == 2
+
+
+def test_the_fingerprints_a_shared_run_keeps_in_redis_are_keyed(redis_server: RedisServer) -> None:
+    @guard(layers=["limits"])
+    def login(user: str, password: str) -> str:
+        return "ok"
+
+    with shared(redis_server, "keyed") as run:
+        login("alice", "hunter2")
+        plan = login.guard.plan(run.config)  # what anyone with the package can compute
+        plain = plan.fingerprint_args(plan.binder.arguments(("alice", "hunter2"), {})).hex()
+        stored = b"".join(redis_server.client().lrange("fuzeguard:{keyed}:e", 0, -1))
+        stored += redis_server.client().hget("fuzeguard:{keyed}:m", "snap") or b""
+        fuzeguard.run("keyed", store=redis_server.url, config=Config()).stats()  # flushes nothing
+    assert plain.encode() not in stored and b'"fp":"' in stored
+
+
+def test_a_call_costs_one_round_trip(redis_server: RedisServer) -> None:
+    client = redis_server.client()
+    with shared(redis_server, "round-trips") as run:
+        fetch(0)  # the run is loaded, the scripts known
+        client.config_resetstat()
+        for i in range(1, 201):
+            fetch(i)
+        scripts = client.info("commandstats")
+        assert run.stats().calls == 201
+    # Every command a script runs is counted too; what a client sent is the scripts themselves.
+    sent = {name: stat["calls"] for name, stat in scripts.items()
+            if name in ("cmdstat_evalsha", "cmdstat_eval", "cmdstat_script|load")}
+    assert sent == {"cmdstat_evalsha": 200}
+
+
+def test_an_async_tool_s_cost_reaches_the_other_processes_when_its_call_ends(
+    redis_server: RedisServer,
+) -> None:
+    import asyncio
+
+    @guard(name="apriced", cost=0.5, max_iterations=10**9)
+    async def apriced(i: int) -> str:
+        return f"page {letters(i)}"
+
+    async def main(run: fuzeguard.Run) -> None:
+        async with run:
+            await apriced(1)
+            await apriced(2)
+
+    asyncio.run(main(shared(redis_server, "async-cost")))
+    other = shared(redis_server, "async-cost")
+    assert other.stats().cost == 1.0 and other.stats().calls == 2
 
 
 def test_a_shared_run_needs_a_name(redis_server: RedisServer) -> None:
@@ -533,3 +811,88 @@ def test_a_call_interrupted_in_one_process_is_no_longer_in_flight_in_another(
         b.stats()  # brings b's copy up to the log
         assert a._running == {} and b._running == {}
         assert b.stats().calls == 1
+
+
+def test_a_worker_that_loses_a_commit_needs_one_more_round_trip_only(
+    redis_server: RedisServer,
+) -> None:
+    """Eight processes on one run: a decision that another process committed before is made again
+    on the state the lost round trip brought and committed in a second round trip, whatever the
+    others did meanwhile, so a call costs at most two scripts (plus each worker's load and final
+    write), and every call is counted once."""
+    client = redis_server.client()
+
+    def scripts() -> int:
+        stats = client.info("commandstats")
+        return sum(int(stats.get(f"cmdstat_{n}", {}).get("calls", 0)) for n in ("eval", "evalsha"))
+
+    before = scripts()
+    got = workers(redis_server, "two-trips", *[["count", "300"]] * 8)
+    trips = scripts() - before
+    assert [g["made"] for g in got] == [300] * 8
+    assert trips <= 2 * 2400 + 4 * 8, trips
+    with shared(redis_server, "two-trips") as run:
+        assert run.stats().calls == 2400 and run.stats().calls_by_fn == {"fetch": 2400}
+
+
+def _asking_search() -> Callable[..., str]:
+    @guard(name="asked_search", on_loop=["ask", "kill"])
+    def asked_search(query: str) -> str:
+        return "3 results for " + query
+
+    return asked_search
+
+
+@pytest.mark.parametrize(("reply", "fourth"), [("continue", "3 results for same"),
+                                               ("skip", None), ("kill", LoopDetected)])
+def test_ask_in_a_shared_run_puts_the_question_and_shares_only_the_answer(
+    redis_server: RedisServer, reply: str, fourth: Any
+) -> None:
+    asked: list[str] = []
+
+    def ask(question: Any) -> str:
+        asked.append(question.fn)
+        return reply
+
+    search = _asking_search()
+    name = f"ask-{reply}"
+    with shared(redis_server, name, ask=ask) as run:
+        search("same")
+        search("same")
+        if fourth is LoopDetected:
+            with pytest.raises(LoopDetected):
+                search("same")
+        else:
+            got = search("same")
+            assert got == fourth if fourth is not None else got != "3 results for same"
+    assert asked == ["asked_search"]
+    with shared(redis_server, name) as other:  # what every process sees
+        assert (other.killed is not None) == (reply == "kill")
+        assert other.stats().calls == (3 if reply == "continue" else 2)
+    assert (run.killed is not None) == (reply == "kill")
+
+
+def test_ask_in_a_shared_run_does_not_block_the_event_loop(redis_server: RedisServer) -> None:
+    import threading
+
+    released = threading.Event()
+
+    def ask(question: Any) -> str:  # answered only once a task on the loop has run
+        return "continue" if released.wait(timeout=10) else "kill"
+
+    @guard(name="async_asked", on_loop=["ask", "kill"])
+    async def async_asked(query: str) -> str:
+        return "3 results for " + query
+
+    async def main() -> str:
+        async def release() -> None:
+            await asyncio.sleep(0)
+            released.set()
+
+        async with shared(redis_server, "ask-async", ask=ask, ask_timeout=20):
+            await async_asked("same")
+            await async_asked("same")
+            third, _ = await asyncio.gather(async_asked("same"), release())
+            return third
+
+    assert asyncio.run(main()) == "3 results for same"

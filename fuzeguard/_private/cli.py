@@ -1,8 +1,10 @@
-"""The ``fuze`` command: ``fuze demo``, ``fuze check``, ``fuze replay`` and ``fuze report``.
+"""The ``fuze`` command: ``fuze demo``, ``fuze check``, ``fuze replay``, ``fuze report`` and
+``fuze end``.
 
 Exit status: 0 when the command ran (whatever it found), 1 when ``--fail-on-detect`` was given and
-a replayed trace had detections, 2 for usage and configuration errors (and for ``fuze replay`` of
-input that is not a trace: a file none of whose lines is a call, a directory without traces).
+a replayed trace had detections or ``fuze end`` could not reach the store, 2 for usage and
+configuration errors (and for ``fuze replay`` of input that is not a trace: a file none of whose
+lines is a call, a directory without traces).
 """
 
 from __future__ import annotations
@@ -75,8 +77,8 @@ examples:
 Record traces with trace = "traces/" in fuze.toml, FUZE_TRACE=traces/ or
 fuzeguard.run(..., trace="traces/"). The documentation's pages on the fuze command,
 tracing and tuning say more.
-exit status: 0 ran, 1 detections with --fail-on-detect, 2 usage or config error, or
-input that is not a trace.
+exit status: 0 ran, 1 detections with --fail-on-detect (or fuze end: store unreachable),
+2 usage or config error, or input that is not a trace.
 """
 
 _CHECK_EPILOG = """\
@@ -171,6 +173,20 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--import", dest="modules", metavar="MODULE", action="append", default=[],
                        help="import MODULE (from the current directory too) and check that each "
                        "[functions.NAME] table names a function it guards; repeatable")
+    ender = sub.add_parser(
+        "end",
+        help="end a shared run for good: delete its state from the store",
+        description="End the shared run NAME: its state is deleted from the store, and a process "
+        "that opens (or goes on using) a run of that name starts a fresh one. The store and "
+        "namespace default to the ones fuze.toml and FUZE_STORE set (docs/workers.md).",
+        epilog="examples:\n  fuze end ticket-4711\n"
+        "  fuze end ticket-4711 --store redis://localhost:6379/0 --namespace billing-agent",
+        formatter_class=fmt,
+    )
+    ender.add_argument("name", metavar="NAME", help="the shared run's name")
+    ender.add_argument("--store", metavar="URL", help="the Redis URL (default: configured)")
+    ender.add_argument("--namespace", metavar="NS",
+                       help="the store_namespace (default: configured)")
     rep = sub.add_parser(
         "replay",
         help="replay recorded traces through the layers and report what fires",
@@ -262,6 +278,8 @@ def _main(argv: Sequence[str] | None) -> int:
         return EXIT_USAGE
     if args.command == "check":
         return check(args.path, env=args.env, modules=args.modules)
+    if args.command == "end":
+        return end(args.name, store=args.store, namespace=args.namespace)
     if args.command == "completion":
         from fuzeguard._private.shell_completion import script
 
@@ -350,12 +368,25 @@ def check(
         # Config.load refuses an environment without its file, so the overlay is the last one.
         print(f"environment {env!r}: {config.files[-1]} over the base file", file=out)
     specs = schema()
-    values = config.settings_for(None)
+    values = dict(config.settings_for(None))
+    origins = {k: _origin_label(config.origin_of(k), config) for k in specs}
+    for key, var in (("store", "FUZE_STORE"), ("trace", "FUZE_TRACE")):
+        if os.environ.get(var):  # overrides the file, as it does for every run
+            values[key] = os.environ[var]
+            origins[key] = f"environment {var}"
+    if values["store"] is not None:
+        from fuzeguard._private.store import store_problem
+        from fuzeguard._private.validation import masked_url
+
+        problem = store_problem(config, values["store"], from_code=False)
+        if problem is not None:
+            print(f"fuze check: {problem}", file=err)
+            return EXIT_USAGE
+        values["store"] = masked_url(values["store"])
     for section in ("defaults", "loop_detection"):
         keys = [k for k, s in specs.items() if s.section == section]
         print(f"\n[{section}]", file=out)
-        _print_rows(out, [(k, _toml_value(values[k], specs[k].unset),
-                           _origin_label(config.origin_of(k), config)) for k in keys])
+        _print_rows(out, [(k, _toml_value(values[k], specs[k].unset), origins[k]) for k in keys])
     for fn in config.functions:
         fn_values = config.settings_for(fn)
         rows = []
@@ -404,6 +435,53 @@ def _print_rows(out: TextIO, rows: list[tuple[str, str, str]]) -> None:
     val_w = min(max(len(r[1]) for r in rows), 40)
     for key, value, origin in rows:
         print(f"{key:<{key_w}} = {value:<{val_w}}  # {origin}", file=out)
+
+
+# --------------------------------------------------------------------------- end
+
+
+def end(
+    name: str, *, store: str | None, namespace: str | None, out: TextIO | None = None,
+    err: TextIO | None = None,
+) -> int:
+    """``fuze end``: delete the shared run ``name`` from its store; returns the status."""
+    from fuzeguard._private.settings import store_url
+    from fuzeguard._private.store import store_problem
+    from fuzeguard._private.validation import masked_url
+
+    out = out or sys.stdout
+    err = err or sys.stderr
+    try:
+        config = Config.load(None)
+        values = config.settings_for(None)
+        url = store or store_url(config)
+        if url is None:
+            raise ConfigError("no store to end the run in: give --store redis://... or set "
+                              "store in fuze.toml or FUZE_STORE")
+        problem = store_problem(config, url)
+        if problem is not None:
+            raise ConfigError(problem)
+        if namespace is not None:
+            check_value = Config.from_dict({"defaults": {"store_namespace": namespace}})
+            namespace = check_value.settings_for(None)["store_namespace"]
+        else:
+            namespace = values["store_namespace"]
+    except ConfigError as exc:
+        print(f"fuze end: {exc}", file=err)
+        return EXIT_USAGE
+    from fuzeguard._private.store.redis import end_run
+
+    where = masked_url(url) + (f" (namespace {namespace})" if namespace else "")
+    try:
+        ended = end_run(url, namespace, name, values["store_ttl"], max(values["store_timeout"], 5.0))
+    except Exception as exc:
+        print(f"fuze end: the store {where} cannot be reached: {type(exc).__name__}", file=err)
+        return EXIT_DETECTED
+    if ended:
+        print(f"ended the shared run {name} on {where}", file=out)
+    else:
+        print(f"no shared run {name} on {where}: nothing to end", file=out)
+    return EXIT_OK
 
 
 # --------------------------------------------------------------------------- replay

@@ -150,21 +150,54 @@ class Guard:
         except (ConfigError, StoreUnavailable):
             raise
         except Exception as exc:
-            emit("error", "fuzeguard.internal_error", fn=self.name, phase="check",
-                 error=exception_text(exc))
-            if plan is not None and plan.settings.fail_closed:
-                raise FuzeguardError(
-                    f"fuzeguard failed while checking a call to {self.name} and fail_closed is on, "
-                    "so the call was not made"
-                ) from exc
+            self._failed(plan, exc)
             return None
         action = decision.action
         if action == "call" or action == "warn":
             return run, plan, call, decision
-        if action == "skip":
-            assert decision.detection is not None
-            return Skipped(_replacement(plan, decision.detection, run))
+        return self._stopped(run, plan, decision)
+
+    async def adecide(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Started | Skipped | None:
+        """``decide`` for a coroutine tool whose run keeps its state in a store: the store's round
+        trips are awaited, so that none blocks the event loop."""
+        if state.mode_override == "off":
+            return None
+        plan: Plan | None = None
+        try:
+            run = current_run()
+            plan = self.plan(run.config)
+            if plan.off:
+                return None
+            arguments = plan.binder.arguments(args, kwargs)
+            args_fp = plan.fingerprint_args(arguments)
+            call, decision = await run._adecide(plan, args_fp, arguments)
+        except (ConfigError, StoreUnavailable):
+            raise
+        except Exception as exc:
+            self._failed(plan, exc)
+            return None
+        if decision.action == "call" or decision.action == "warn":
+            return run, plan, call, decision
+        return self._stopped(run, plan, decision)
+
+    def _failed(self, plan: Plan | None, exc: Exception) -> None:
+        """fuzeguard itself failed while deciding a call: logged; the call runs unguarded, or
+        is refused under ``fail_closed``."""
+        emit("error", "fuzeguard.internal_error", fn=self.name, phase="check",
+             error=exception_text(exc))
+        if plan is not None and plan.settings.fail_closed:
+            raise FuzeguardError(
+                f"fuzeguard failed while checking a call to {self.name} and fail_closed is on, "
+                "so the call was not made"
+            ) from exc
+
+    def _stopped(self, run: Run, plan: Plan, decision: Decision) -> Skipped:
+        """A call the decision skips (its replacement) or kills (raises ``LoopDetected``)."""
         assert decision.detection is not None
+        if decision.action == "skip":
+            return Skipped(_replacement(plan, decision.detection, run))
         raise LoopDetected(decision.detection, run.stats(), run)
 
 
@@ -374,7 +407,10 @@ def _wrap(g: Guard) -> Callable[..., Any]:
     elif kind == "async":
 
         async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-            started = decide(args, kwargs)
+            if current_run()._store is None:
+                started = decide(args, kwargs)
+            else:  # shared: the store's round trips are awaited
+                started = await g.adecide(args, kwargs)
             if started is None:
                 return await fn(*args, **kwargs)
             if type(started) is Skipped:
@@ -388,9 +424,13 @@ def _wrap(g: Guard) -> Callable[..., Any]:
             except BaseException as exc:
                 cost_box.reset(token)
                 finish(run, plan, call, decision, t0, box[0], None, exc)
+                if run._store is not None:
+                    await run._store.aflush(run)
                 raise
             cost_box.reset(token)
             finish(run, plan, call, decision, t0, box[0], result, None)
+            if run._store is not None:
+                await run._store.aflush(run)
             return result
 
         wrapper = async_wrapper

@@ -21,7 +21,7 @@ Scope = Literal["function", "run"]
 # Value kinds the validator knows; see validation.coerce.
 ValueType = Literal[
     "int", "float", "bool", "str", "strs", "duration", "actions", "enabled", "path", "kind",
-    "store", "fractions", "any",
+    "store", "namespace", "fractions", "any",
 ]
 
 

@@ -13,16 +13,16 @@ appear when they are first called, so a table without a close guarded name is no
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterable
 
 from fuzeguard._private.config import Config
+from fuzeguard._private.forksafe import new_lock
 from fuzeguard._private.log import emit
 from fuzeguard._private.suggest import suggest
 
 _guarded: set[str] = set()
 _reported: set[tuple[tuple[str, ...], str]] = set()
-_lock = threading.Lock()
+_lock = new_lock()
 
 
 def register(name: str) -> None:

@@ -101,6 +101,7 @@ class RunOptions(FunctionOptions, total=False):
     store: str | None
     store_timeout: Duration
     store_ttl: Duration
+    store_namespace: str | None
     trace: str | os.PathLike[str] | None
     max_calls: int | None
     max_calls_per_turn: int | None

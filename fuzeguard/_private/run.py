@@ -219,11 +219,19 @@ class Run(RunState):
             self.close()
 
     async def __aenter__(self) -> Run:
+        with self._lock:
+            first = self._entered == 0
+        if first and self._store is not None:
+            await self._store.aopen(self)  # loaded now, awaited: ``__enter__`` finds it open
         return self.__enter__()
 
     async def __aexit__(
         self, tp: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
+        with self._lock:
+            last = self._entered == 1
+        if last and self._store is not None:
+            await self._store.aflush(self, everything=True)  # ``close`` finds nothing to send
         self.__exit__(tp, exc, tb)
 
     def attach(self) -> None:
@@ -308,6 +316,15 @@ class Run(RunState):
         self._deliver(RunClosed(self))
         if self._store is not None:
             self._store.close(self)
+
+    def end(self) -> None:
+        """End the run for good. A shared run's state is deleted from its store: every process
+        that shares it is done with it, and a process that opens (or goes on using) a run of
+        that name afterwards starts a fresh one. Closing a run never does this: a shared run
+        otherwise lives until ``store_ttl`` after its last activity. A run of this process's own
+        has nothing to delete."""
+        if self._store is not None:
+            self._store.end(self)
 
     def public_fp(self, fp: bytes) -> bytes:
         """The form of a fingerprint that this run writes to traces and logs: keyed with the
@@ -520,26 +537,38 @@ class Run(RunState):
             return call, decision  # a quiet call, with nothing to log or publish
         return self._decided(plan, call, decision)
 
+    async def _adecide(
+        self, plan: Plan, args_fp: bytes, arguments: Any
+    ) -> tuple[Call, Decision]:
+        """``_decide`` for a coroutine tool of a run with a store: its round trips awaited."""
+        assert self._store is not None
+        call, decision = await self._store.adecide(self, plan, args_fp, arguments, None)
+        return self._decided(plan, call, decision)
+
     def _ask(
         self, plan: Plan, call: Call, decision: Decision,
         book: Callable[[Call, Decision], None],
     ) -> Decision:
         """Put a decision that calls for ``ask`` to the run's ``ask`` callback, outside the
         lock, then book the answered decision (``ask.py``)."""
-        from fuzeguard._private.ask import Question, answer
-
-        assert decision.detection is not None
-        if self.ask_hook is None and not self._standard:
-            reply = "kill"  # replay: no one to ask, and nothing to log as live
-        else:
-            timeout = self.config.settings_for(None)["ask_timeout"]
-            reply = answer(self.ask_hook, Question(decision.detection, call.fn, self), timeout)
+        reply = self._question(call, decision)
         with self._lock:
             if self._killed is not None:  # killed by another call while the question was open
                 return Decision("kill", call.index, self._killed, ())
             decision = self._answered(decision, reply)
             book(call, decision)
         return decision
+
+    def _question(self, call: Call, decision: Decision) -> str:
+        """The ``ask`` callback's answer to a decision that calls for it (``ask.py``); waits
+        for it, up to ``ask_timeout``."""
+        from fuzeguard._private.ask import Question, answer
+
+        assert decision.detection is not None
+        if self.ask_hook is None and not self._standard:
+            return "kill"  # replay: no one to ask, and nothing to log as live
+        timeout = self.config.settings_for(None)["ask_timeout"]
+        return answer(self.ask_hook, Question(decision.detection, call.fn, self), timeout)
 
     def _decided(self, plan: Plan, call: Call, decision: Decision) -> tuple[Call, Decision]:
         """Log layer failures and refuse a call a failing layer could not judge under

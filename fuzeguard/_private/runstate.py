@@ -302,8 +302,8 @@ class RunState:
         if decision.action == "ask":
             if self._bars:
                 decision = self._under_bar(decision)
-            if decision.action == "ask" and self._store is not None:
-                # A shared run is judged under its store's lock: no one can be asked there.
+            if decision.action == "ask" and self._store is not None and not self._store.asks:
+                # Judged under the locks of the runs above: no one can be asked there.
                 decision = self._answered(decision, "kill")
         return call, decision
 

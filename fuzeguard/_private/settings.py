@@ -110,13 +110,18 @@ class Settings:
         'URL such as "redis://localhost:6379/0" (FUZE_STORE overrides the file; docs/workers.md).',
     )
     store_timeout: float = setting(
-        0.05, type="duration", minimum=0.001, origin="fuzeguard", scope="run",
+        0.05, type="duration", minimum=0.001, maximum=60.0, origin="fuzeguard", scope="run",
         doc="Time budget of one round trip to the store; past it the call is judged in this process "
         "(or refused with fail_closed = true).",
     )
     store_ttl: float = setting(
-        86400.0, type="duration", minimum=0.01, origin="fuzeguard", scope="run",
-        doc="A shared run's state expires this long after its last activity.",
+        86400.0, type="duration", minimum=0.01, maximum=30 * 86400.0, origin="fuzeguard",
+        scope="run", doc="A shared run's state expires this long after its last activity.",
+    )
+    store_namespace: str | None = setting(
+        None, type="namespace", optional=True, origin="fuzeguard", scope="run",
+        doc="The application whose runs the store shares: runs are shared by name within one "
+        "namespace only. Required when the store comes from the config file or FUZE_STORE.",
     )
     trace: str | None = setting(
         None, type="path", optional=True, origin="fuzeguard", scope="run",

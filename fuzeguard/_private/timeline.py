@@ -14,7 +14,6 @@ scrubbed, and the preview is cut short.
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +24,7 @@ from fuzeguard._private.events import (
     Detected,
     RunKilled,
 )
+from fuzeguard._private.forksafe import new_lock
 from fuzeguard._private.records import CallRecord, Detection
 from fuzeguard._private.secrets import redactor
 from fuzeguard._private.values import Encoder, scrub_tree
@@ -92,7 +92,7 @@ class Timeline:
 
     def __init__(self, run: Run, *, full: bool = False) -> None:
         self.full = full
-        self._lock = threading.Lock()
+        self._lock = new_lock()
         self._marks: dict[int, Mark] = {}
         # Light mode: the call index -> (preview, start, args_fp) of calls a layer fired on.
         self._seen: dict[int, tuple[str, float, bytes]] = {}

@@ -130,6 +130,13 @@ def coerce(spec: FieldSpec, value: Any, *, from_code: bool) -> Any:
         out = value
     elif t == "store":
         out = check_store_url(value)
+    elif t == "namespace":
+        if not isinstance(value, str) or not _NAMESPACE.fullmatch(value):
+            raise ValueError(
+                "expected a name of letters, digits, '.', '_' or '-' (at most 64), such as "
+                f'"billing-agent", got {value!r}'
+            )
+        out = value
     elif t == "strs":
         if isinstance(value, str) or not isinstance(value, (list, tuple, set, frozenset)):
             raise _type_error(value, 'a list of strings, such as ["a", "b"]')
@@ -177,16 +184,37 @@ def coerce(spec: FieldSpec, value: Any, *, from_code: bool) -> Any:
 
 
 STORE_SCHEMES = ("redis://", "rediss://", "unix://")
+_NAMESPACE = re.compile(r"[A-Za-z0-9._-]{1,64}")
 
 
 def check_store_url(value: Any) -> str:
-    """A store setting: a Redis URL (``redis://``, ``rediss://`` or ``unix://``)."""
+    """A store setting: a Redis URL (``redis://``, ``rediss://`` or ``unix://``). The message
+    of a bad one shows it with any password masked (``masked_url``)."""
     if not isinstance(value, str) or not value.startswith(STORE_SCHEMES):
+        shown = masked_url(value) if isinstance(value, str) else repr(value)
         raise ValueError(
             f'expected a Redis URL such as "redis://localhost:6379/0" (redis://, rediss:// or '
-            f"unix://), got {value!r}"
+            f"unix://), got {shown}"
         )
     return value
+
+
+_PASSWORD_IN_QUERY = re.compile(r"(?i)([?&](?:password|pass|pwd|auth)=)[^&#]*")
+
+
+def masked_url(url: str) -> str:
+    """``url`` with its password masked in every form a Redis URL can carry one: as userinfo
+    (``redis://user:pw@host``, ``redis://pw@host``) and as a query parameter (``?password=pw``)."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        scheme, rest = "", url
+    head, q, query = rest.partition("?")
+    if "@" in head:
+        userinfo, _, host = head.rpartition("@")
+        user, colon, _pw = userinfo.partition(":")
+        head = f"{user}:***@{host}" if colon else f"***@{host}"
+    query = _PASSWORD_IN_QUERY.sub(r"\1***", q + query)[len(q):] if q else ""
+    return f"{scheme}{sep}{head}{q}{query}"
 
 
 def check_layer_names(names: Iterable[Any]) -> None:

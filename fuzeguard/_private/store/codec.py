@@ -4,8 +4,11 @@ JSON with a few tagged forms, so that what the layers keep about a call (``CallR
 frozensets of word pairs, tuples, the semantic layer's prepared texts) survives the trip with its
 types: ``{"b": hex}`` bytes, ``{"t": [...]}`` a tuple, ``{"f": [...]}`` a frozenset, ``{"s": [...]}``
 a set, ``{"d": [[k, v], ...]}`` a mapping, ``{"c": "module:Class", "v": [...]}`` a frozen dataclass
-of fuzeguard's own. Reading never imports a module or runs code named by the data: a class is
-only rebuilt if it is a dataclass in an already imported ``fuzeguard`` module. A value outside
+of fuzeguard's own; and two short forms for what records hold most, read back without a call per
+item: ``{"T": [...]}`` a tuple of strings, ``{"F": [[...], ...]}`` a frozenset of such tuples (every
+process that shares a run reads every record). Reading never imports a module or runs code named
+by the data: a class is only rebuilt if it is a dataclass in an already imported ``fuzeguard``
+module. A value outside
 these forms is not shared (``Unshareable``): the record keeps ``None`` for that feature, which
 every layer reads as "no evidence".
 """
@@ -35,9 +38,13 @@ def encode(value: Any, depth: int = 0) -> Any:
     if t is bytes:
         return {"b": value.hex()}
     if t is tuple:
+        if _strings(value):
+            return {"T": list(value)}
         return {"t": [encode(v, depth + 1) for v in value]}
     if t is list:
         return [encode(v, depth + 1) for v in value]
+    if t is frozenset and all(type(v) is tuple and _strings(v) for v in value):
+        return {"F": [list(v) for v in value]}
     if t is frozenset or t is set:
         items = [encode(v, depth + 1) for v in value]
         return {"f" if t is frozenset else "s": items}
@@ -51,17 +58,29 @@ def encode(value: Any, depth: int = 0) -> Any:
     raise Unshareable(f"{t.__name__} values are not shared")
 
 
+def _strings(items: tuple[Any, ...]) -> bool:
+    return all(type(v) is str for v in items)
+
+
 def decode(value: Any) -> Any:
+    # Leaves (strings, numbers) are taken as they are without a call: a record's features hold
+    # thousands of them, and every process sharing a run decodes every record.
     if type(value) is list:
-        return [decode(v) for v in value]
+        return [decode(v) if type(v) is list or type(v) is dict else v for v in value]
     if type(value) is not dict:
         return value
+    if "F" in value:
+        return frozenset(map(tuple, value["F"]))
+    if "T" in value:
+        return tuple(value["T"])
+    if "t" in value:
+        return tuple([decode(v) if type(v) is list or type(v) is dict else v
+                      for v in value["t"]])
+    if "f" in value:
+        return frozenset([decode(v) if type(v) is list or type(v) is dict else v
+                          for v in value["f"]])
     if "b" in value:
         return bytes.fromhex(value["b"])
-    if "t" in value:
-        return tuple(decode(v) for v in value["t"])
-    if "f" in value:
-        return frozenset(decode(v) for v in value["f"])
     if "s" in value:
         return {decode(v) for v in value["s"]}
     if "d" in value:

@@ -2,7 +2,8 @@
 
 Every change to a shared run is one event: a call decided (``d``), a detection made mid-stream
 (``f``), a call completed (``c``), cost added outside a call (``a``), a turn ended (``e``), a reset
-(``r``) and a subagent's call or cost counted toward this run's budgets (``p``). Each process
+(``r``), a subagent's call or cost counted toward this run's budgets (``p``), and what one process
+did while the store was out of its reach, written back as one sum (``o``, see ``Tally``). Each process
 applies the events, in the log's order, to its own ``Run`` through the same bookkeeping methods an
 unshared run uses (``_count``, ``_count_flag``, ``_book``...), so that every process holds the
 same state and the layers judge it exactly as they would in one process.
@@ -13,6 +14,7 @@ too far behind to catch up from the events the store still keeps.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections import deque
@@ -49,6 +51,33 @@ def count(run: Run, call: Call, decision: Decision, event: dict[str, Any]) -> No
         run._start = local_start(event["t"])
 
 
+def kill_change(sent: list[dict[str, Any]]) -> str:
+    """What ``sent`` does to the run's kill, as the commit script reads it: "1" a decision or a
+    flag kills it, "0" a reset lifts it, "" neither (the last one counts)."""
+    change = ""
+    for event in sent:
+        kind = event["k"]
+        if kind == "d" or kind == "f":
+            action, _index, _best, detections, _extra = event["x"]
+            if action == "kill" and detections:
+                change = "1"
+        elif kind == "r":
+            change = "0"
+    return change
+
+
+def reindexed(call: Call, decision: Decision, index: int) -> tuple[Call, Decision]:
+    """A call and its decision at ``index``: where the log put a decision made on a copy that
+    other processes' calls had not reached yet."""
+    detections = tuple(dataclasses.replace(d, call_index=index) for d in decision.detections)
+    chosen = decision.detection
+    if chosen is not None:
+        chosen = next((d for d, old in zip(detections, decision.detections, strict=True)
+                       if old is chosen), dataclasses.replace(chosen, call_index=index))
+    return (dataclasses.replace(call, index=index),
+            Decision(decision.action, index, chosen, detections))
+
+
 def flagged(worker: str, number: int, decision: Decision) -> dict[str, Any]:
     return {"k": "f", "w": worker, "n": number, "x": codec.decision_out(decision)}
 
@@ -61,17 +90,27 @@ def simple(kind: str, worker: str, number: int, **fields: Any) -> dict[str, Any]
     return {"k": kind, "w": worker, "n": number, **fields}
 
 
-def apply(run: Run, event: dict[str, Any]) -> None:
+# Records as a snapshot writes them, by id: each record is encoded once (when its event is made
+# or read), not again at every snapshot. Entries are checked to be of the same record.
+Encoded = dict[int, tuple[CallRecord, list[Any]]]
+
+
+def apply(run: Run, event: dict[str, Any], encoded: Encoded | None = None) -> None:
     """Book one event into ``run``'s state. Called with the run's lock held."""
     kind = event["k"]
     if kind == "d":
         decision = codec.decision_in(event["x"])
         call = Call(event["fn"], run._attempts + 1, bytes.fromhex(event["fp"]),
                     kind=event.get("kind", "other"))
+        if decision.index != call.index:  # decided on a copy behind the log (``RELAXED``)
+            call, decision = reindexed(call, decision, call.index)
         if decision.action != "kill" or decision.detections:
             count(run, call, decision, event)
     elif kind == "c":
-        run._book(codec.record_in(event["r"]))
+        record = codec.record_in(event["r"])
+        if encoded is not None:
+            encoded[id(record)] = (record, event["r"])
+        run._book(record)
     elif kind == "f":
         run._count_flag(codec.decision_in(event["x"]))
     elif kind == "x":
@@ -86,15 +125,127 @@ def apply(run: Run, event: dict[str, Any]) -> None:
     elif kind == "p":
         run._calls += event.get("calls", 0)
         run._cost += event.get("cost", 0.0)
+    elif kind == "o":
+        merge(run, event)
 
 
-def parse(raw: bytes | str) -> dict[str, Any]:
-    value: dict[str, Any] = json.loads(raw)
-    return value
+class Tally:
+    """What one process did to a shared run that the store does not hold yet, as sums: the form
+    in which an outage is written back (``o`` events), bounded whatever the outage's length.
+
+    ``fold`` adds one of this process's events. The sums are cumulative under one ``id``: the
+    store applies only the part of them it has not applied before, so a write-back retried after
+    a cut never counts twice.
+    """
+
+    def __init__(self, records: int) -> None:
+        self.records: deque[list[Any]] = deque(maxlen=records)
+        self.clear()
+
+    def clear(self) -> None:
+        self.calls = 0
+        self.attempts = 0
+        self.errors = 0
+        self.turns = 0
+        self.cost = 0.0
+        self.fns: dict[str, int] = {}
+        self.reset: float | None = None  # when this process reset the run, if it did
+        self.records.clear()
+        self.kill: list[Any] | None = None
+
+    def empty(self) -> bool:
+        return not (self.attempts or self.turns or self.cost or self.reset is not None
+                    or self.kill is not None or self.records)
+
+    def fold(self, event: dict[str, Any]) -> None:
+        kind = event["k"]
+        if kind == "d":
+            action, _index, best, detections, _extra = event["x"]
+            if action == "kill" and not detections:
+                return
+            self.attempts += 1
+            if action in ("call", "warn"):
+                self.calls += 1
+                self.fns[event["fn"]] = self.fns.get(event["fn"], 0) + 1
+            elif action == "kill" and self.kill is None:
+                self.kill = detections[best]
+        elif kind == "c":
+            record = event["r"]
+            self.records.append(record)
+            if record[4] is not None:
+                self.errors += 1
+            self.cost += record[5] or 0.0
+        elif kind == "f":
+            action, _index, best, detections, _extra = event["x"]
+            if action == "kill" and detections and self.kill is None:
+                self.kill = detections[best]
+        elif kind == "a":
+            self.cost += event["v"]
+        elif kind == "e":
+            self.turns += 1
+        elif kind == "r":
+            self.clear()
+            self.reset = event["t"]
+
+    def sums(self) -> str:
+        """The sums, as the store's write-back script reads them."""
+        return codec.dumps({"calls": self.calls, "attempts": self.attempts, "errors": self.errors,
+                            "turns": self.turns, "cost": repr(self.cost), "fns": self.fns,
+                            "reset": self.reset is not None, "t": self.reset or 0.0})
 
 
-def snapshot(run: Run) -> str:
-    """The whole state of ``run`` (its lock held) as text."""
+def merge(run: Run, event: dict[str, Any]) -> None:
+    """Book what one process did while the store was out of its reach (an ``o`` event: the
+    part of its sums not booked before, its latest records and the kill it knew of)."""
+    if event.get("reset"):
+        run._restart()
+        run._start = local_start(float(event["t"]))
+    calls = int(event.get("calls", 0))
+    run._attempts += int(event.get("attempts", 0))
+    run._calls += calls
+    run._turn_calls += calls
+    for fn, n in (event.get("fns") or {}).items():
+        run._calls_by_fn[fn] = run._calls_by_fn.get(fn, 0) + int(n)
+    run._errors += int(event.get("errors", 0))
+    run._cost += float(event.get("cost", 0.0))
+    turns = int(event.get("turns", 0))
+    if turns > 0:
+        run._turn += turns - 1
+        run._end_turn()
+    records = event.get("records")
+    if records:
+        for record in json.loads(records):
+            run._append(codec.record_in(record))
+    kill = event.get("kill")
+    if kill and run._killed is None:
+        detection = codec.detection_in(json.loads(kill))
+        run._note(Decision("kill", detection.call_index, detection, (detection,)))
+        run._killed = detection
+
+
+def parse_all(raws: list[bytes]) -> list[dict[str, Any]]:
+    """Events as a script returns them, read in one pass (one ``json.loads`` for all)."""
+    if not raws:
+        return []
+    values: list[dict[str, Any]] = json.loads(b"[" + b",".join(raws) + b"]")
+    return values
+
+
+def snapshot(run: Run, encoded: Encoded | None = None) -> str:
+    """The whole state of ``run`` (its lock held) as text. ``encoded``: records already encoded,
+    kept to those still in the history."""
+    history = []
+    kept: Encoded = {}
+    for record in run._history:
+        if record.features is IN_FLIGHT:
+            continue  # each ends with its own event, which records it
+        entry = None if encoded is None else encoded.get(id(record))
+        data = entry[1] if entry is not None and entry[0] is record else codec.record_out(record)
+        kept[id(record)] = (record, data)
+        history.append(data)
+    if encoded is not None:
+        encoded.clear()
+        encoded.update(kept)
     state = {
         "attempts": run._attempts, "calls": run._calls, "skipped": run._skipped,
         "errors": run._errors, "consecutive_errors": run._consecutive_errors, "cost": run._cost,
@@ -105,8 +256,7 @@ def snapshot(run: Run) -> str:
         "killed": None if run._killed is None else codec.detection_out(run._killed),
         "hits": [[codec.encode(key) if _encodable(key) else None, n] for key, n in run._hits.items()],
         "kept": [codec.detection_out(d) for d in run._kept],
-        # Calls still in flight are left out: each ends with its own event, which records it.
-        "history": [codec.record_out(r) for r in run._history if r.features is not IN_FLIGHT],
+        "history": history,
     }
     return codec.dumps(state)
 

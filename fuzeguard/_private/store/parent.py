@@ -8,7 +8,7 @@ counted in them, and the cost of its calls is added to theirs.
 from __future__ import annotations
 
 from contextlib import ExitStack
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from fuzeguard._private import state
 from fuzeguard._private.records import Call, CallRecord, Decision, Detection
@@ -20,14 +20,18 @@ if TYPE_CHECKING:
 
 
 def parent_limit(
-    parent: str, what: str, used: float, limit: float, call: Call, run_id: str
+    parent: str, what: str, used: float, limit: float, call: Call, run_id: str,
+    own: bool = False,
 ) -> Detection:
-    """The detection for a call refused because a parent run used up its budget."""
-    text = (f"The parent run {parent} has made {used:g} tool calls" if what == "max_calls"
-            else f"The parent run {parent} has spent {used:g}")
+    """The detection for a call refused because a parent run used up its budget; ``own``: the
+    shared run's own budget, used up by other processes since this one last saw it."""
+    who = f"The shared run {parent}" if own else f"The parent run {parent}"
+    text = (f"{who} has made {used:g} tool calls" if what == "max_calls"
+            else f"{who} has spent {used:g}")
     return Detection(
         layer="limits", fn=call.fn, kind="limit", count=int(used) + 1 if what == "max_calls" else None,
-        threshold=limit, pattern=f"parent.{what}", run_id=run_id, call_index=call.index,
+        threshold=limit, pattern=what if own else f"parent.{what}", run_id=run_id,
+        call_index=call.index,
         action="kill",
         message=f"{text}, its limit ({what} = {limit:g}). Stop and report what you have so far.",
     )
@@ -40,6 +44,8 @@ def limit_decision(plan: Plan, call: Call, detection: Detection) -> Decision:
 
 class ParentStore:
     """A run with a parent run in this process (see the module docstring)."""
+
+    asks: ClassVar[bool] = False  # judged under the locks of every run above: no one is asked
 
     def __init__(self, parent: Run) -> None:
         self.ancestors: list[Run] = []
@@ -83,6 +89,17 @@ class ParentStore:
                     parent._calls += 1
             return call, decision
 
+    async def adecide(
+        self, run: Run, plan: Plan, args_fp: bytes, arguments: Any, kind: str | None = None
+    ) -> tuple[Call, Decision]:
+        return self.decide(run, plan, args_fp, arguments, kind)  # no round trip to await
+
+    async def aflush(self, run: Run, everything: bool = False) -> None:
+        pass
+
+    async def aopen(self, run: Run) -> None:
+        pass
+
     def flag(self, run: Run, plan: Plan, call: Call, detection: Detection) -> Decision:
         with run._lock:
             decision = run._judge_flag(plan, call, detection)
@@ -124,6 +141,9 @@ class ParentStore:
         return {}
 
     def close(self, run: Run) -> None:
+        pass
+
+    def end(self, run: Run) -> None:
         pass
 
     def annotate(self, run: Run, line: dict[str, Any]) -> None:

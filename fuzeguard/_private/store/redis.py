@@ -1,47 +1,60 @@
 """A run shared by every process that opens it on one Redis server.
 
-The run is a log of events (``events.py``) kept in Redis under two keys, ``fuzeguard:{NAME}:m``
-(a hash: the log's sequence number, the start time, the run id, a snapshot, and the call and cost
-counters a subagent's budget check reads) and ``fuzeguard:{NAME}:e`` (a list: the events after the
-snapshot). Each process keeps a copy of the state, applied from the log.
+The run is a log of events (``events.py``) kept in Redis under three keys,
+``fuzeguard:[NAMESPACE:]{NAME}:m`` (a hash: the log's sequence number, the run's *epoch*, its start
+time and id, a snapshot, and the call and cost counters a subagent's budget check reads),
+``...:e`` (a list: the events after the snapshot) and ``...:x`` (the epoch of a run ended with
+``run.end()``). Each process keeps a copy of the state, applied from the log.
 
-A call is decided on the copy and committed by one Lua script, in one round trip, only if the log
-has not moved since the copy was taken; if it has, the script returns the events the process
-missed, the process applies them and decides again. So every decision is made on the state
-every earlier decision left, exactly as in one process, whichever process makes it. A completed
-call, cost, turn and reset are events too; the same script appends them and hands back anything
-missed first.
+**One round trip per call.** A call is judged on the copy and committed by one Lua script. The
+first try commits only if the log has not moved since the copy was taken (``EXACT``), so that a
+process that did not lose decides on the state every earlier decision left, exactly as in one
+process. If the log moved, the script returns the events the process missed; it applies them,
+judges the call again on the copy now up to date, and commits whatever the log did meanwhile
+(``RELAXED``), unless the run was killed or the call would go past the run's budgets, which the
+script checks itself: budgets and kills stay exact however many processes share the run, and a
+call takes at most two round trips. The completions of this process's earlier calls are not sent
+on their own: they wait in a short queue (``MAX_QUEUED``) and travel in front of the next decision,
+in the same script (a completion with a cost or an error is sent at once: the other processes judge
+their budgets by it). Every few dozen events a commit also carries a snapshot of the state, and the
+events before it are dropped.
 
-Every script renews the keys' time to live (``store_ttl``). A snapshot is written every
-``SNAPSHOT_EVERY`` events and the events before it are dropped, so the keys hold the windows the
-layers read and not the run's whole past. The process that created the state deletes it when
-it closes the run.
+**Lifetime.** Closing a run never deletes it: it lives until ``run.end()`` (or ``fuze end``) or
+until ``store_ttl`` after its last activity (every script renews the keys' time to live).
 
-When Redis cannot be reached, errs, or does not answer within ``store_timeout``, the call is judged
-on this process's copy and goes ahead (or, with ``fail_closed = true``, is refused); the outage is
-logged once, counted in ``run.stats()``, and the changes made meanwhile are kept and written to the
-log when Redis is back (a change whose commit timed out is written only if the log does not
-already hold it). If Redis lost the run (restarted without persistence), this process's copy
-becomes the run's state again.
+**Outages** (Redis down, erroring, or slower than ``store_timeout``): the call is judged on this
+process's copy, which goes on from where it is (never rolled back), and goes ahead (refused with
+``fail_closed``). What this process does meanwhile is kept as sums (``events.Tally``: calls,
+cost, errors, turns, a reset, its latest records, the kill), bounded whatever the outage's
+length, and written back when Redis answers again by one script that applies only the part of
+the sums it has not applied before: a write-back retried after a cut never counts twice. A
+commit whose answer never came is resolved by the number of this process's last event Redis
+holds. **When Redis lost the run** (restarted without its data, or expired), the first process to
+reach it creates it afresh under a new epoch, with the same id; every process that finds a new
+epoch reloads the run from it and writes back what it did itself since the run's last reset
+(its calls and cost, and the kill it knew of). The loop history before the loss is not rebuilt.
 """
 
 from __future__ import annotations
 
-import functools
+import asyncio
+import dataclasses
 import itertools
+import math
 import os
 import socket
-import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from collections.abc import Generator
+from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias, TypeVar
 
+from fuzeguard._private.fingerprint import keyed
+from fuzeguard._private.forksafe import new_lock
 from fuzeguard._private.log import emit
 from fuzeguard._private.records import Call, CallRecord, Decision, Detection
 from fuzeguard._private.runstate import _REFUSED
 from fuzeguard._private.store import StoreUnavailable, codec, events
 from fuzeguard._private.store.parent import limit_decision, parent_limit
+from fuzeguard._private.validation import masked_url
 
 if TYPE_CHECKING:
     from fuzeguard._private.plan import Plan
@@ -49,98 +62,143 @@ if TYPE_CHECKING:
 
 SNAPSHOT_EVERY = 64
 MAX_EVENTS = 4096  # events kept however far behind the last snapshot is
-RETRY_AFTER = 1.0  # seconds between attempts to reach a store that failed
+MAX_QUEUED = 32  # completions that wait for the next commit before they are sent on their own
+RETRY_FIRST = 0.05  # seconds before the first new attempt to reach a store that failed...
+RETRY_AFTER = 1.0  # ... doubling up to this
 MAX_CONFLICTS = 1000  # commits lost to other processes before a call is judged locally
-LEASE_AFTER = 2  # commits lost in a row before a process asks for the run's lease
-LEASE_MS = 20  # how long the lease holds at most (a holder that stalls loses it)
-WAIT = 0.0002  # seconds between tries while another process holds the lease
-MAX_WAITS = 5000
 
-# KEYS: m, e of the run, then of each ancestor. ARGV: ttl (ms), max events, the writer (worker),
-# "1" to take the run's lease if the commit loses, the lease (ms), then per key: expected seq,
-# conditional ("1": only if the log is still at expected seq), event ("" for none), calls to
-# count, cost to add (for subagents' budgets).
-# Returns {status, seq, missed} where status 1 = committed, 0 = the log moved on (missed holds
-# the events after expected; false when they are no longer kept), 2 = an ancestor's budget is
-# used up (then also: ancestor position, "max_calls" or "max_cost", used, limit), 3 = the run
-# is gone from Redis (deleted, expired, or Redis restarted without its data), 4 = another
-# process holds the lease: try again in a moment.
-# The lease keeps a process that keeps losing to the others from starving: once it holds it, no
-# other process can write until its next commit (or the lease's end).
-_COMMIT = """
-local ttl, cap, me = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
-local n = #KEYS / 2
-local function missed(m, e, expected, seq)
+T = TypeVar("T")
+# The store's work, written once for both clients: a generator that yields each round trip it
+# needs, (script, keys, args), and is sent the reply (or thrown the error). ``_drive`` runs it
+# with the blocking client, ``_adrive`` with the asyncio one. (ASK, run, [call, decision]) asks the
+# run's ``ask`` callback instead, and is sent its answer: ``_adrive`` waits for it off the loop.
+Steps: TypeAlias = Generator[tuple[Any, Any, list[Any]], Any, T]
+
+# Statuses of the scripts' replies.
+COMMITTED, MOVED, OVER_BUDGET, MISSING, NEW_EPOCH = 1, 0, 2, 3, 5
+ASK = "ask"
+# How a commit treats a log that moved on since the writer's copy: EXACT appends only if it did
+# not (the decision was made on the state every earlier decision left); RELAXED appends anyway
+# unless the run was killed or the call would go past the run's own budget (a decision made again
+# after losing once: it was made on a copy at most one round trip old); APPEND always appends
+# (completions, turns and costs, which need no judgement).
+EXACT, RELAXED, APPEND = "1", "2", "0"
+
+_MISSED = """
+local function missed(e, expected, seq)
   local count = seq - expected
   if count <= 0 then return {} end
   if count > redis.call('LLEN', e) then return false end
   return redis.call('LRANGE', e, -count, -1)
 end
-if redis.call('HEXISTS', KEYS[1], 'seq') == 0 then return {3, 0, {}} end
-local v = redis.call('HMGET', KEYS[1], 'seq', 'lease')
-local seq = tonumber(v[1])
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local mine = false
-if v[2] then
-  local holder, deadline = string.match(v[2], '^(.*)|(%d+)$')
-  if holder == me then
-    mine = true
-  elseif tonumber(deadline) > now then
-    return {4, seq, {}}
-  end
+local function trim(e, cap)
+  if redis.call('LLEN', e) > cap then redis.call('LTRIM', e, -cap, -1) end
 end
-local expected = tonumber(ARGV[6])
-if ARGV[7] == '1' and seq ~= expected then
-  if ARGV[4] == '1' then
-    redis.call('HSET', KEYS[1], 'lease', me .. '|' .. (now + tonumber(ARGV[5])))
+"""
+
+# KEYS: m, e of the run, then of each ancestor. ARGV: 1 ttl (ms), 2 max events, 3 the writer,
+# 4 the kill: "1" the events kill the run, "0" they reset it, "" neither, 5 the epoch the writer's
+# copy is of, 6 the seq it is at, 7 the mode (EXACT, RELAXED or APPEND), 8 calls and 9 cost to add
+# to the run's counters, 10 a snapshot ("" none) of the log at seq 11, 12 the number of the
+# writer's last event, 13 k, then k events; then per ancestor: event ("" none), calls, cost.
+# Returns {status, seq, missed, snapshot seq} where missed holds the events after the writer's
+# seq (false when they are no longer kept); status OVER_BUDGET adds the budget's owner (0: the
+# run, i > 0: its i-th ancestor), "max_calls" or "max_cost", used, limit.
+_COMMIT = _MISSED + """
+local ttl, cap, me = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
+local n = #KEYS / 2
+local function over(m, calls_added)
+  local w = redis.call('HMGET', m, 'calls', 'cost', 'max_calls', 'max_cost')
+  local calls, cost = tonumber(w[1] or '0'), tonumber(w[2] or '0')
+  if calls_added > 0 and w[3] and w[3] ~= '' and calls >= tonumber(w[3]) then
+    return {'max_calls', tostring(calls), w[3]}
   end
-  return {0, seq, missed(KEYS[1], KEYS[2], expected, seq)}
+  if w[4] and w[4] ~= '' and cost >= tonumber(w[4]) then
+    return {'max_cost', tostring(cost), w[4]}
+  end
+  return false
+end
+local v = redis.call('HMGET', KEYS[1], 'seq', 'killed', 'epoch', 'snapseq')
+if not v[3] then return {3, 0, {}, 0} end
+if v[3] ~= ARGV[5] then return {5, 0, {}, 0} end
+local seq, snapseq = tonumber(v[1]), tonumber(v[4] or '0')
+local expected, mode = tonumber(ARGV[6]), ARGV[7]
+local moved = seq ~= expected
+local gap = missed(KEYS[2], expected, seq)
+if moved and mode == '1' then return {0, seq, gap, snapseq} end
+local k = tonumber(ARGV[13])
+local base = 13 + k
+if moved and mode == '2' then
+  -- not when the writer cannot catch up from the events returned (it reloads and judges again)
+  if gap == false then return {0, seq, gap, snapseq} end
+  if tonumber(ARGV[8]) > 0 then
+    if v[2] then return {0, seq, gap, snapseq} end
+    local o = over(KEYS[1], 1)
+    if o then return {2, seq, gap, snapseq, 0, o[1], o[2], o[3]} end
+  end
 end
 for i = 2, n do
-  local m = KEYS[2 * i - 1]
-  local base = 6 + (i - 1) * 5
-  if tonumber(ARGV[base + 3]) > 0 then
-    local w = redis.call('HMGET', m, 'calls', 'cost', 'max_calls', 'max_cost')
-    local calls, cost = tonumber(w[1] or '0'), tonumber(w[2] or '0')
-    if w[3] and w[3] ~= '' and calls >= tonumber(w[3]) then
-      return {2, seq, missed(KEYS[1], KEYS[2], expected, seq), i - 1, 'max_calls', tostring(calls), w[3]}
-    end
-    if w[4] and w[4] ~= '' and cost >= tonumber(w[4]) then
-      return {2, seq, missed(KEYS[1], KEYS[2], expected, seq), i - 1, 'max_cost', tostring(cost), w[4]}
-    end
+  local b = base + (i - 2) * 3
+  if tonumber(ARGV[b + 2]) > 0 then
+    local o = over(KEYS[2 * i - 1], 1)
+    if o then return {2, seq, gap, snapseq, i - 1, o[1], o[2], o[3]} end
   end
 end
-if v[2] then redis.call('HDEL', KEYS[1], 'lease') end
-local out = {1, seq, missed(KEYS[1], KEYS[2], expected, seq)}
-for i = 1, n do
-  local m, e = KEYS[2 * i - 1], KEYS[2 * i]
-  local base = 6 + (i - 1) * 5
-  if ARGV[base + 2] ~= '' then
-    local s = redis.call('HINCRBY', m, 'seq', 1)
-    if i == 1 then out[2] = s end
-    redis.call('RPUSH', e, ARGV[base + 2])
-    if redis.call('LLEN', e) > cap then redis.call('LTRIM', e, -cap, -1) end
+local out = {1, seq, gap, snapseq}
+local m, e = KEYS[1], KEYS[2]
+if k > 0 then
+  seq = redis.call('HINCRBY', m, 'seq', k)
+  redis.call('RPUSH', e, unpack(ARGV, 14, 13 + k))
+  redis.call('HSET', m, 'w:' .. me, ARGV[12])
+  out[2] = seq
+end
+if ARGV[4] == '1' then redis.call('HSET', m, 'killed', '1') end
+if ARGV[4] == '0' then redis.call('HDEL', m, 'killed') end
+local at = tonumber(ARGV[11])
+if ARGV[10] ~= '' and not moved and at > snapseq and at <= seq then
+  redis.call('HSET', m, 'snapseq', at, 'snap', ARGV[10])
+  if seq == at then redis.call('DEL', e) else redis.call('LTRIM', e, at - seq, -1) end
+  out[4] = at
+end
+trim(e, cap)
+if tonumber(ARGV[8]) ~= 0 then redis.call('HINCRBY', m, 'calls', ARGV[8]) end
+if tonumber(ARGV[9]) ~= 0 then redis.call('HINCRBYFLOAT', m, 'cost', ARGV[9]) end
+redis.call('PEXPIRE', m, ttl)
+redis.call('PEXPIRE', e, ttl)
+for i = 2, n do
+  local am, ae = KEYS[2 * i - 1], KEYS[2 * i]
+  local b = base + (i - 2) * 3
+  if ARGV[b + 1] ~= '' then
+    redis.call('HINCRBY', am, 'seq', 1)
+    redis.call('RPUSH', ae, ARGV[b + 1])
+    trim(ae, cap)
   end
-  if tonumber(ARGV[base + 3]) ~= 0 then redis.call('HINCRBY', m, 'calls', ARGV[base + 3]) end
-  if tonumber(ARGV[base + 4]) ~= 0 then redis.call('HINCRBYFLOAT', m, 'cost', ARGV[base + 4]) end
-  redis.call('PEXPIRE', m, ttl)
-  redis.call('PEXPIRE', e, ttl)
+  if tonumber(ARGV[b + 2]) ~= 0 then redis.call('HINCRBY', am, 'calls', ARGV[b + 2]) end
+  if tonumber(ARGV[b + 3]) ~= 0 then redis.call('HINCRBYFLOAT', am, 'cost', ARGV[b + 3]) end
+  redis.call('PEXPIRE', am, ttl)
+  redis.call('PEXPIRE', ae, ttl)
 end
 return out
 """
 
-# KEYS: m, e. ARGV: ttl (ms), now (epoch seconds), run id, max_calls, max_cost, the seq the
-# caller's copy is at (-1: none). Creates the run if it does not exist. Returns {created, seq,
-# start, id, events after the caller's seq or false, snapshot seq, snapshot or false, events
-# after the snapshot or false, calls, cost, fingerprint key}. ARGV[7]: the fingerprint key of
-# a run created here (traces key fingerprints with it, so every process's traces match).
-_LOAD = """
-local m, e = KEYS[1], KEYS[2]
-local created = 0
-if redis.call('HEXISTS', m, 'seq') == 0 then
-  redis.call('HSET', m, 'seq', 0, 'start', ARGV[2], 'id', ARGV[3], 'max_calls', ARGV[4],
-             'max_cost', ARGV[5], 'snapseq', 0, 'fpkey', ARGV[7])
+# KEYS: m, e, x. ARGV: 1 ttl (ms), 2 now (epoch seconds), 3 the run's id, 4 a fresh id, 5
+# max_calls, 6 max_cost, 7 the seq the caller's copy is at (-1: none), 8 the fingerprint key,
+# 9 the epoch of the caller's copy ("": none), 10 a new epoch, 11 the writer.
+# Creates the run if it does not exist (with the caller's id, or the fresh one when the caller's
+# run was ended). Returns {created, seq, start, id, events after the caller's seq (false: not
+# kept, or another epoch), snapshot seq, snapshot or false, events after the snapshot or false,
+# calls, cost, fingerprint key, epoch, ended (the caller's run was ended), the number of the
+# writer's last event}.
+_LOAD = _MISSED + """
+local m, e, x = KEYS[1], KEYS[2], KEYS[3]
+local created, ended = 0, 0
+if ARGV[9] ~= '' and redis.call('GET', x) == ARGV[9] then ended = 1 end
+if redis.call('HEXISTS', m, 'epoch') == 0 then
+  local id = ARGV[3]
+  if ended == 1 then id = ARGV[4] end
+  redis.call('HSET', m, 'seq', 0, 'start', ARGV[2], 'id', id, 'max_calls', ARGV[5],
+             'max_cost', ARGV[6], 'snapseq', 0, 'fpkey', ARGV[8], 'epoch', ARGV[10])
+  redis.call('HDEL', m, 'snap')
   redis.call('HSETNX', m, 'calls', 0)
   redis.call('HSETNX', m, 'cost', 0)
   redis.call('DEL', e)
@@ -148,52 +206,92 @@ if redis.call('HEXISTS', m, 'seq') == 0 then
 end
 redis.call('PEXPIRE', m, ARGV[1])
 redis.call('PEXPIRE', e, ARGV[1])
-local v = redis.call('HMGET', m, 'seq', 'start', 'id', 'snapseq', 'snap', 'calls', 'cost', 'fpkey')
+local v = redis.call('HMGET', m, 'seq', 'start', 'id', 'snapseq', 'snap', 'calls', 'cost', 'fpkey',
+                     'epoch', 'w:' .. ARGV[11])
 local seq, snapseq = tonumber(v[1]), tonumber(v[4] or '0')
-local len = redis.call('LLEN', e)
-local function after(from)
-  local count = seq - from
-  if count <= 0 then return {} end
-  if count > len then return false end
-  return redis.call('LRANGE', e, -count, -1)
-end
 local mine = false
-if tonumber(ARGV[6]) >= 0 then mine = after(tonumber(ARGV[6])) end
+if v[9] == ARGV[9] and tonumber(ARGV[7]) >= 0 then mine = missed(e, tonumber(ARGV[7]), seq) end
 local fromsnap = false
-if mine == false then fromsnap = after(snapseq) end
-return {created, seq, v[2], v[3], mine, snapseq, v[5] or false, fromsnap, v[6], v[7], v[8] or ''}
+if mine == false then fromsnap = missed(e, snapseq, seq) end
+return {created, seq, v[2], v[3], mine, snapseq, v[5] or false, fromsnap, v[6], v[7], v[8] or '',
+        v[9], ended, v[10] or '0'}
 """
 
-# KEYS: m, e. ARGV: seq, snapshot. Keeps the snapshot if it is newer and drops the events
-# it covers.
-_SNAPSHOT = """
+# KEYS: m, e. ARGV: 1 ttl (ms), 2 max events, 3 the writer, 4 its epoch, 5 the write-back's id,
+# 6 its sums (``Tally.sums``), 7 the kill ("" none), 8 the latest records ("" none), 9 the seq
+# the writer's copy is at, 10 the number of this event, 11 "1" to return the written event too.
+# Appends, as one ``o`` event, the part of the sums not appended under this id before (the
+# kill and the records only the first time), and keeps the sums under the id: written twice,
+# it counts once. Returns {status, seq, events after the writer's seq}.
+_MERGE = _MISSED + """
 local m, e = KEYS[1], KEYS[2]
-local seq = tonumber(redis.call('HGET', m, 'seq') or '-1')
-local at = tonumber(ARGV[1])
-if seq < at or at <= tonumber(redis.call('HGET', m, 'snapseq') or '0') then return 0 end
-redis.call('HSET', m, 'snapseq', at, 'snap', ARGV[2])
-local keep = seq - at
-if keep == 0 then redis.call('DEL', e) else redis.call('LTRIM', e, -keep, -1) end
-return 1
-"""
-
-# KEYS: m, e. ARGV: ttl, seq, snapshot, calls, cost, start, id, max_calls, max_cost, fingerprint
-# key. Makes a
-# process's copy the run's state again after Redis lost it (only while the log is empty).
-_SEED = """
-local m, e = KEYS[1], KEYS[2]
-if tonumber(redis.call('HGET', m, 'seq') or '0') ~= 0 then return 0 end
-redis.call('HSET', m, 'seq', ARGV[2], 'snapseq', ARGV[2], 'snap', ARGV[3], 'calls', ARGV[4],
-           'cost', ARGV[5], 'start', ARGV[6], 'id', ARGV[7], 'max_calls', ARGV[8],
-           'max_cost', ARGV[9], 'fpkey', ARGV[10])
-redis.call('DEL', e)
+local v = redis.call('HMGET', m, 'seq', 'epoch', 'o:' .. ARGV[5])
+if not v[2] then return {3, 0, {}} end
+if v[2] ~= ARGV[4] then return {5, 0, {}} end
+local seq = tonumber(v[1])
+local new = cjson.decode(ARGV[6])
+local zero = {calls = 0, attempts = 0, errors = 0, turns = 0, cost = '0', fns = {}, reset = false,
+              t = 0, killed = false}
+local old = zero
+if v[3] then old = cjson.decode(v[3]) end
+local ev = {k = 'o', w = ARGV[3], n = tonumber(ARGV[10]), id = ARGV[5]}
+local any = false
+if new.reset and (not old.reset or old.t ~= new.t) then
+  ev.reset = true
+  ev.t = new.t
+  any = true
+  zero.killed = old.killed
+  old = zero
+end
+for _, f in ipairs({'calls', 'attempts', 'errors', 'turns'}) do
+  local d = new[f] - (old[f] or 0)
+  if d ~= 0 then ev[f] = d; any = true end
+end
+local dcost = tonumber(new.cost) - tonumber(old.cost or '0')
+if dcost ~= 0 then ev.cost = string.format('%.17g', dcost); any = true end
+local fns, has = {}, false
+for fn, c in pairs(new.fns) do
+  local d = c - ((old.fns or {})[fn] or 0)
+  if d ~= 0 then fns[fn] = d; has = true end
+end
+if has then ev.fns = fns; any = true end
+new.killed = old.killed
+if ARGV[7] ~= '' and not old.killed then ev.kill = ARGV[7]; new.killed = true; any = true end
+if ARGV[8] ~= '' and not v[3] then ev.records = ARGV[8]; any = true end
+local expected, before = tonumber(ARGV[9]), seq
+if any then
+  seq = redis.call('HINCRBY', m, 'seq', 1)
+  redis.call('RPUSH', e, cjson.encode(ev))
+  trim(e, tonumber(ARGV[2]))
+  if ev.reset then redis.call('HDEL', m, 'killed') end
+  if ev.kill then redis.call('HSET', m, 'killed', '1') end
+  if ev.reset then
+    redis.call('HSET', m, 'calls', new.calls, 'cost', new.cost)
+  else
+    if ev.calls then redis.call('HINCRBY', m, 'calls', ev.calls) end
+    if ev.cost then redis.call('HINCRBYFLOAT', m, 'cost', ev.cost) end
+  end
+end
+redis.call('HSET', m, 'o:' .. ARGV[5], cjson.encode(new), 'w:' .. ARGV[3], ARGV[10])
 redis.call('PEXPIRE', m, ARGV[1])
-return 1
+redis.call('PEXPIRE', e, ARGV[1])
+local upto = before
+if ARGV[11] == '1' then upto = seq end
+return {1, seq, missed(e, expected, upto)}
 """
 
-_numbers = itertools.count(1)  # this process's events, so that it can tell its own in the log
+# KEYS: m, e, x. ARGV: ttl (ms). Deletes the run and remembers its epoch as ended, so that a
+# process still holding a copy of it starts afresh instead of writing it back.
+_END = """
+local epoch = redis.call('HGET', KEYS[1], 'epoch')
+redis.call('DEL', KEYS[1], KEYS[2])
+if epoch then redis.call('SET', KEYS[3], epoch, 'PX', ARGV[1]) return 1 end
+return 0
+"""
+
+_numbers = itertools.count(1)  # this process's events, so that Redis can tell which it holds
 _clients: dict[tuple[str, float], Any] = {}
-_clients_lock = threading.Lock()
+_clients_lock = new_lock()
 _WORKER = f"{socket.gethostname()}:{os.getpid()}:{os.urandom(3).hex()}"
 
 
@@ -207,7 +305,7 @@ def _refresh_worker() -> None:
     _WORKER = f"{socket.gethostname()}:{os.getpid()}:{os.urandom(3).hex()}"
     with _clients_lock:
         _clients.clear()  # a forked child must not share its parent's sockets
-
+    _aclients.clear()
 
 
 os.register_at_fork(after_in_child=_refresh_worker)
@@ -217,15 +315,10 @@ def _client(url: str, timeout: float) -> Any:
     key = (url, timeout)
     client = _clients.get(key)
     if client is None:
-        try:
-            import redis
-            from redis.backoff import NoBackoff
-            from redis.retry import Retry
-        except ImportError:  # pragma: no cover - the test extras install redis
-            raise StoreUnavailable(
-                "a run with store=\"redis://...\" needs the redis package: "
-                "pip install 'fuzeguard[redis]'"
-            ) from None
+        import redis
+        from redis.backoff import NoBackoff
+        from redis.retry import Retry
+
         with _clients_lock:
             client = _clients.get(key)
             if client is None:
@@ -237,34 +330,81 @@ def _client(url: str, timeout: float) -> Any:
     return client
 
 
-@dataclass
-class _Pending:
-    """A change made while Redis was out of reach, to write to the log when it is back."""
-
-    event: dict[str, Any]
-    calls: int = 0
-    cost: float = 0.0
-    in_doubt: bool = False  # its commit timed out: Redis may have it already
+_aclients: dict[int, tuple[asyncio.AbstractEventLoop, dict[Any, Any]]] = {}
 
 
-@dataclass
+def _per_loop(table: dict[int, tuple[asyncio.AbstractEventLoop, Any]], make: Any) -> Any:
+    """``table``'s entry for the running event loop, made by ``make()`` the first time; the
+    entries of loops that were closed meanwhile are dropped."""
+    loop = asyncio.get_running_loop()
+    entry = table.get(id(loop))
+    if entry is None or entry[0] is not loop:
+        for key, (other, _value) in list(table.items()):
+            if other.is_closed():
+                del table[key]
+        entry = table[id(loop)] = (loop, make())
+    return entry[1]
+
+
+def asyncio_script(url: str, timeout: float, source: str) -> Any:
+    """Script ``source`` on the asyncio client of ``url`` for the running event loop."""
+    scripts: dict[Any, Any] = _per_loop(_aclients, dict)
+    script = scripts.get((url, timeout, source))
+    if script is None:
+        client = scripts.get((url, timeout))
+        if client is None:
+            import redis.asyncio
+            from redis.asyncio.retry import Retry
+            from redis.backoff import NoBackoff
+
+            client = scripts[(url, timeout)] = redis.asyncio.Redis.from_url(
+                url, socket_timeout=timeout, socket_connect_timeout=timeout,
+                retry=Retry(NoBackoff(), 0), health_check_interval=0,
+            )
+        script = scripts[(url, timeout, source)] = client.register_script(source)
+    return script
+
+
+def run_keys(name: str, namespace: str | None) -> list[str]:
+    """The Redis keys of the shared run ``name``: its hash, its log, its end mark."""
+    prefix = f"fuzeguard:{namespace}:" if namespace else "fuzeguard:"
+    return [f"{prefix}{{{name}}}:{part}" for part in ("m", "e", "x")]
+
+
+def end_run(url: str, namespace: str | None, name: str, ttl: float, timeout: float) -> bool:
+    """Delete the shared run ``name`` for good (``run.end()``, ``fuze end``); False if there was
+    none. Processes still holding a copy of it start a fresh run of that name."""
+    client = _client(url, timeout)
+    ended: int = client.register_script(_END)(keys=run_keys(name, namespace),
+                                              args=[int(ttl * 1000)])
+    return bool(ended)
+
+
+class _Changed(Exception):
+    """The run changed under a write-back (lost or ended again): the write-back is tried later."""
+
+
 class _Outage:
-    snapshot: str  # the copy as it was when Redis was last reached
-    seq: int
-    pending: list[_Pending] = field(default_factory=list)
+    """Redis out of reach: what this process does meanwhile, to write back when it is back."""
+
+    def __init__(self, number: str, records: int) -> None:
+        self.id = number
+        self.tally = events.Tally(records)
+
+    @property
+    def pending(self) -> list[events.Tally]:
+        """What waits to be written back: one sum, whatever the outage's length."""
+        return [] if self.tally.empty() else [self.tally]
 
 
 class RedisStore:
     """A shared run's state on Redis (see the module docstring)."""
 
+    asks: ClassVar[bool] = True  # ``_decide`` asks, waiting off the event loop in ``_adrive``
+
     def __init__(self, run: Run, url: str, parent: Run | str | None) -> None:
         from fuzeguard._private.run import Run as RunClass
-        from fuzeguard._private.validation import check_store_url
 
-        try:
-            check_store_url(url)
-        except ValueError as exc:
-            raise StoreUnavailable(f"store: {exc}") from None
         if not run.name:
             raise TypeError(
                 "a shared run needs a name, the same in every process: "
@@ -274,9 +414,10 @@ class RedisStore:
         values = run.config.settings_for(None)
         self.timeout: float = values["store_timeout"]
         self.ttl_ms = int(values["store_ttl"] * 1000)
+        self.namespace: str | None = values["store_namespace"]
         self.limits = ("" if values["max_calls"] is None else str(values["max_calls"]),
                        "" if values["max_cost"] is None else repr(float(values["max_cost"])))
-        self.keys = [f"fuzeguard:{{{run.name}}}:m", f"fuzeguard:{{{run.name}}}:e"]
+        self.keys = run_keys(run.name, self.namespace)
         self.ancestors: list[str] = []
         if parent is not None:
             if isinstance(parent, RunClass):
@@ -284,28 +425,43 @@ class RedisStore:
                 if not isinstance(store, RedisStore) or store.url != url:
                     raise TypeError(
                         "a shared run's parent must be a run on the same store: open the parent "
-                        f'with fuzeguard.run(name, store="{url}") or pass its name as parent='
+                        f'with fuzeguard.run(name, store="{masked_url(url)}") or pass its name as '
+                        "parent="
                     )
                 self.ancestors = [parent.name or "", *store.ancestors]
+                self.namespace = store.namespace
             else:
                 self.ancestors = [str(parent)]
+        self.chain = self.keys[:2]  # the run's hash and log, then each ancestor's
         for name in self.ancestors:
-            self.keys += [f"fuzeguard:{{{name}}}:m", f"fuzeguard:{{{name}}}:e"]
+            self.chain += run_keys(name, self.namespace)[:2]
         self.seq = -1  # where this process's copy is in the log; -1: not loaded yet
-        self.created = False
+        self.epoch = ""  # which life of the run the copy is of ("": not loaded yet)
+        self.snapseq = 0  # the latest snapshot's place in the log, as last seen
+        # Events of this process booked in the copy and not written yet: completions waiting for
+        # the next commit, and the events of a commit whose answer never came.
+        self.queue: list[dict[str, Any]] = []
+        self.queue_cost = 0.0
+        self.doubt: list[dict[str, Any]] = []
+        self.encoded: events.Encoded = {}  # records as snapshots write them (``events.snapshot``)
+        self.own = events.Tally(0)  # what this process did since the run's last reset
+        self.owed: tuple[str, list[Any] | None] | None = None  # ``own``, to write back (``_owe``)
         self.outage: _Outage | None = None
         self.retry_at = 0.0
+        self.backoff = RETRY_FIRST
         self.errors = 0
         self.outages = 0
         self.local_calls = 0
         self.fail_closed = False
-        self.losses = 0  # commits lost to other processes in a row
-        self.lease_ms = LEASE_MS
         # Traces key fingerprints with a secret of the run (``Run.public_fp``): one for every
-        # process, created with the run's state in Redis.
-        self.fp_key = run._fp_key.hex()
+        # process, created with the run's state in Redis. Fingerprints written to Redis are keyed
+        # with it too (``_key``).
+        self.fp_key = run._fp_key
         self.worker = f"{worker_id()}/{os.urandom(2).hex()}"  # this process's hold on the run
         self._scripts: dict[str, Any] = {}
+        # Per event loop: the lock that makes this process's asyncio decisions one at a time.
+        self._locks: dict[int, tuple[asyncio.AbstractEventLoop, asyncio.Lock]] = {}
+        self.urgent = False  # a completion waits to be sent at once, by ``aflush``
 
     # ------------------------------------------------------------------ Redis round trips
 
@@ -316,43 +472,130 @@ class RedisStore:
             script = self._scripts[source] = client.register_script(source)
         return script
 
+    def _drive(self, steps: Steps[T]) -> T:
+        """Run ``steps`` with the blocking client (the run's lock held throughout)."""
+        reply: Any = None
+        error: BaseException | None = None
+        while True:
+            try:
+                request = steps.send(reply) if error is None else steps.throw(error)
+            except StopIteration as stop:
+                result: T = stop.value
+                return result
+            error = None
+            try:
+                if request[0] is ASK:
+                    reply = request[1]._question(*request[2])
+                else:
+                    reply = self._script(request[0])(keys=request[1], args=request[2])
+            except Exception as exc:
+                error = exc
+
+    async def _adrive(self, run: Run, steps: Steps[T]) -> T:
+        """Run ``steps`` with the asyncio client: the run's lock is held while they judge and
+        book, and released while a round trip is awaited."""
+        reply: Any = None
+        error: BaseException | None = None
+        while True:
+            with run._lock:
+                try:
+                    request = steps.send(reply) if error is None else steps.throw(error)
+                except StopIteration as stop:
+                    result: T = stop.value
+                    return result
+            error = None
+            try:
+                if request[0] is ASK:
+                    reply = await asyncio.to_thread(request[1]._question, *request[2])
+                else:
+                    script = asyncio_script(self.url, self.timeout, request[0])
+                    reply = await script(keys=request[1], args=request[2])
+            except BaseException as exc:  # a cancelled task too: its commit may be in doubt
+                error = exc
+
     def _next(self) -> int:
         return next(_numbers)
 
-    def _load(self, run: Run) -> None:
-        """Bring the copy up to the log (run lock held); creates the run on first use."""
-        reply = self._script(_LOAD)(
-            keys=self.keys[:2],
-            args=[self.ttl_ms, repr(time.time()), run.id, *self.limits, self.seq, self.fp_key],
-        )
-        created, seq, start, run_id, mine, _snapseq, snap, fromsnap, calls, cost, key = reply
-        if self.seq < 0:
-            self.created = bool(created)
-            run.id = run_id.decode()
-            self._adopt_key(run, key)
-            run._start = events.local_start(float(start))
-        if _listed(mine) and self.seq >= 0:
-            self._apply(run, mine)
-        else:
+    def _key(self, fp: bytes) -> bytes:
+        """A fingerprint as the shared run holds it: keyed with the run's secret, so that the
+        store holds no fingerprint a guess at a (redacted) value can be checked against without
+        the run's key."""
+        return keyed(fp, self.fp_key)
+
+    def _load(self, run: Run) -> Steps[None]:
+        """Bring the copy up to the log (run lock held): creates the run on first use, reloads
+        it from a new epoch, starts afresh after ``end()``."""
+        reply = yield (_LOAD, self.keys, [
+            self.ttl_ms, repr(time.time()), run.id, os.urandom(6).hex(), *self.limits, self.seq,
+            self.fp_key.hex(), self.epoch, os.urandom(8).hex(), self.worker,
+        ])
+        (_created, seq, start, run_id, mine, snapseq, snap, fromsnap, calls, cost, key, epoch,
+         ended, last) = reply
+        epoch = epoch.decode()
+        same = epoch == self.epoch
+        if same:
+            for event in self.doubt:  # a commit whose answer never came: did it get there?
+                if event["n"] > int(last) and self.outage is not None:
+                    self.outage.tally.fold(event)
+        self.doubt = []
+        self.snapseq = int(snapseq)
+        if same and _listed(mine):
+            self._apply(run, mine, skip_own=True)
+            self.seq = int(seq)
+            yield from self._owe(run)
+            return
+        if same:  # too far behind: from the snapshot; what waits to be written stays booked
             self._rebuild(run, snap, fromsnap, calls, cost)
-        self.seq = int(seq)
-
-    def _adopt_key(self, run: Run, key: bytes) -> None:
-        """Key fingerprints in traces and logs with the run's shared secret."""
+            self.seq = int(seq)
+            for event in self.queue:
+                events.apply(run, event)
+            yield from self._owe(run)
+            return
+        lost = bool(self.epoch) and not ended
+        kill = codec.detection_out(run._killed) if lost and run._killed is not None else None
+        if lost:
+            emit("warning", "fuzeguard.store_lost_run", run_id=run.id, run_name=run.name,
+                 message="the run's state was gone from the store (expired, or the server "
+                 "restarted without its data): it goes on afresh, with what each process did "
+                 "since its last reset written back")
+        if lost or ended:
+            self.queue, self.queue_cost = [], 0.0  # in ``own``, written back as sums
+        if ended:
+            self.own.clear()
+        if self.outage is not None:
+            self.outage.tally.clear()  # the write-back of a new epoch is ``own``
+        run.id = run_id.decode()
         if key:
-            self.fp_key = key.decode()
-            run._fp_key = bytes.fromhex(self.fp_key)
+            self.fp_key = run._fp_key = bytes.fromhex(key.decode())
+        self.epoch = epoch
+        self._rebuild(run, snap, fromsnap, calls, cost, events.local_start(float(start)))
+        self.seq = int(seq)
+        self.owed = None
+        if lost and (not self.own.empty() or kill is not None):
+            self.owed = (f"{self.worker}:{epoch}", kill)
+        yield from self._owe(run)
 
-    def _rebuild(self, run: Run, snap: bytes | None, fromsnap: Any, calls: Any, cost: Any) -> None:
-        start = run._start
+    def _owe(self, run: Run) -> Steps[None]:
+        """Write back what this process did since the run's last reset, owed to a run that Redis
+        lost and started again; owed until written."""
+        if self.owed is not None:
+            number, kill = self.owed
+            yield from self._merge(run, self.own, number, kill, mine=True)
+            self.owed = None
+
+    def _rebuild(
+        self, run: Run, snap: bytes | None, fromsnap: Any, calls: Any, cost: Any,
+        start: float | None = None,
+    ) -> None:
         if snap:
             events.restore(run, snap.decode())
         else:
             run._clear()
             run.resets = 0
-            run._start = start
+            if start is not None:
+                run._start = start
         if _listed(fromsnap):
-            self._apply(run, fromsnap)
+            self._apply(run, fromsnap, skip_own=False)
         else:
             emit("warning", "fuzeguard.store_gap", run_id=run.id, run_name=run.name,
                  message="the store no longer holds every event since its last snapshot; this "
@@ -362,78 +605,93 @@ class RedisStore:
         run._calls = int(calls or 0)
         run._cost = float(cost or 0.0)
 
-    def _apply(self, run: Run, raw_events: list[bytes]) -> None:
-        for raw in raw_events:
-            event = events.parse(raw)
-            events.apply(run, event)
+    def _apply(self, run: Run, raw_events: list[bytes], skip_own: bool) -> None:
+        """Book events from the log; ``skip_own``: not this process's own, already booked."""
+        for event in events.parse_all(raw_events):
+            if skip_own and event.get("w") == self.worker:
+                continue
+            kind = event["k"]
+            if kind == "r" or (kind == "o" and event.get("reset")):
+                self.own.clear()
+            events.apply(run, event, self.encoded)
 
     def _commit(
-        self, run: Run, event: dict[str, Any], conditional: bool, calls: int = 0, cost: float = 0.0,
-        book: Callable[[], object] | None = None,
-    ) -> list[Any]:
-        """One round trip: append ``event`` (with its budget counts) unless, ``conditional``, the
-        log moved on. Applies what was missed, then, once appended, ``event`` itself (``book``,
-        or ``events.apply``)."""
-        payload = codec.dumps(event)
-        lease = "1" if conditional and self.losses >= LEASE_AFTER else "0"
-        args: list[Any] = [self.ttl_ms, MAX_EVENTS, self.worker, lease, self.lease_ms,
-                           self.seq, "1" if conditional else "0", payload, calls, repr(cost)]
+        self, run: Run, extra: list[dict[str, Any]], mode: str, calls: int = 0,
+        cost: float = 0.0, retry: bool = True,
+    ) -> Steps[list[Any]]:
+        """One round trip: append the queued events and ``extra`` (with their budget counts) as
+        ``mode`` allows (``EXACT``, ``RELAXED``, ``APPEND``). Applies what was missed; the caller
+        books ``extra`` once it is appended."""
+        sent = self.queue + extra
+        total = cost + self.queue_cost
+        snapshot, at = "", self.seq + len(self.queue)
+        if mode != APPEND and ((at + 1) // SNAPSHOT_EVERY > self.seq // SNAPSHOT_EVERY
+                               or at - self.snapseq >= 4 * SNAPSHOT_EVERY):
+            snapshot = events.snapshot(run, self.encoded)  # the log at ``at``: before ``extra``
+        last = sent[-1]["n"] if sent else 0
+        args: list[Any] = [self.ttl_ms, MAX_EVENTS, self.worker, events.kill_change(sent),
+                           self.epoch, self.seq, mode, calls, repr(total), snapshot, at, last,
+                           len(sent), *map(codec.dumps, sent)]
         parent_event = ""
-        if self.ancestors and (calls or cost):
-            parent_event = codec.dumps(events.simple("p", self.worker, event["n"], calls=calls,
-                                                     cost=cost))
+        if self.ancestors and (calls or total):
+            parent_event = codec.dumps(events.simple("p", self.worker, last, calls=calls,
+                                                     cost=total))
         for _ in self.ancestors:
-            args += [-1, "0", parent_event, calls, repr(cost)]
-        script = self._script(_COMMIT)
-        reply: list[Any] = script(keys=self.keys, args=args)
-        waits = 0
-        while reply[0] == 4:  # another process holds the lease for a moment
-            waits += 1
-            if waits > MAX_WAITS:
-                raise TimeoutError("another process kept the run's lease")
-            time.sleep(WAIT)
-            reply = script(keys=self.keys, args=args)
+            args += [parent_event, calls, repr(total)]
+        try:
+            reply: list[Any] = yield (_COMMIT, self.chain, args)
+        except BaseException:
+            # Sent, with no answer: Redis may hold these events or not (``_load`` tells).
+            self.doubt += sent
+            self.queue, self.queue_cost = [], 0.0
+            raise
         status, seq, missed = reply[0], int(reply[1]), reply[2]
-        self.losses = self.losses + 1 if status == 0 else 0
-        if status == 3:
-            emit("warning", "fuzeguard.store_lost_run", run_id=run.id, run_name=run.name,
-                 message="the run's state was gone from the store (deleted, expired, or the "
-                 "server restarted without its data): this process's copy is written back")
-            self._seed(run, self.seq)
-            return self._commit(run, event, conditional, calls, cost, book)
+        if status in (MISSING, NEW_EPOCH):
+            if not retry:
+                raise _Changed("the run changed in the store again while it was reloaded")
+            yield from self._load(run)  # the run is gone or new: reload it, then try again
+            if mode != APPEND:  # judged again, on the run as it is now
+                return [MOVED, self.seq, [], self.snapseq]
+            return (yield from self._commit(run, extra, mode, calls, cost, retry=False))
+        self.snapseq = max(self.snapseq, int(reply[3]))
+        if status == COMMITTED:
+            self.queue, self.queue_cost = [], 0.0
         if not _listed(missed):
-            self._load_after_gap(run)  # too far behind: from the snapshot (own event included)
+            yield from self._load(run)  # too far behind: from the snapshot (own events included)
             return reply
-        self._apply(run, missed)
+        self._apply(run, missed, skip_own=True)
         self.seq = seq
-        if status == 1:
-            if book is None:
-                events.apply(run, event)
-            else:
-                book()
         return reply
 
-    def _load_after_gap(self, run: Run) -> None:
-        reply = self._script(_LOAD)(
-            keys=self.keys[:2],
-            args=[self.ttl_ms, repr(time.time()), run.id, *self.limits, -1, self.fp_key],
-        )
-        _created, seq, _start, _id, _mine, _snapseq, snap, fromsnap, calls, cost, _key = reply
-        self._rebuild(run, snap, fromsnap, calls, cost)
-        self.seq = int(seq)
-
-    def _snapshot(self, run: Run) -> None:
-        if self.seq > 0 and self.seq % SNAPSHOT_EVERY == 0:
-            self._script(_SNAPSHOT)(keys=self.keys[:2], args=[self.seq, events.snapshot(run)])
+    def _merge(
+        self, run: Run, tally: events.Tally, number: str, kill: list[Any] | None, mine: bool
+    ) -> Steps[None]:
+        """Write ``tally`` back under ``number`` (one round trip, idempotent). ``mine``: the copy
+        lacks it (rebuilt meanwhile), so the written event is booked here too."""
+        reply = yield (_MERGE, self.keys[:2], [
+            self.ttl_ms, MAX_EVENTS, self.worker, self.epoch, number, tally.sums(),
+            "" if kill is None else codec.dumps(kill),
+            codec.dumps(list(tally.records)) if tally.records else "", self.seq, self._next(),
+            "1" if mine else "0",
+        ])
+        status, seq, missed = reply[0], int(reply[1]), reply[2]
+        if status != COMMITTED:
+            raise _Changed("the run changed in the store during a write-back")
+        if _listed(missed):
+            self._apply(run, missed, skip_own=not mine)
+            self.seq = seq
+        else:
+            self.seq = -2  # not a place in any log: the next ``_load`` rebuilds the copy
+            yield from self._load(run)
 
     # ------------------------------------------------------------------ outages
 
-    def _reachable(self, run: Run) -> bool:
+    def _reachable(self, run: Run) -> Steps[bool]:
         """False while Redis is out and not yet due for another try (run lock held)."""
         if self.outage is None:
             if self.seq < 0:
                 try:
-                    self._load(run)
+                    yield from self._load(run)
                 except Exception as exc:
                     self._down(run, exc)
                     return False
@@ -441,80 +699,46 @@ class RedisStore:
         if time.monotonic() < self.retry_at:
             return False
         try:
-            self._recover(run)
+            try:
+                yield from self._recover(run)
+            except Exception as exc:
+                if not _dropped(exc):
+                    raise
+                yield from self._recover(run)  # the outage left the connection dead: a new one
         except Exception as exc:
             self.errors += 1
-            self.retry_at = time.monotonic() + RETRY_AFTER
+            self.backoff = min(self.backoff * 2, RETRY_AFTER)
+            self.retry_at = time.monotonic() + self.backoff
             if not _is_redis_error(exc):
                 emit("error", "fuzeguard.internal_error", phase="store", error=repr(exc))
             return False
         return True
 
-    def _down(self, run: Run, exc: BaseException, pending: _Pending | None = None) -> None:
+    def _down(self, run: Run, exc: BaseException) -> None:
         self.errors += 1
-        self.retry_at = time.monotonic() + RETRY_AFTER
         if self.outage is None:
             self.outages += 1
-            self.outage = _Outage(events.snapshot(run), self.seq)
+            self.backoff = RETRY_FIRST
+            self.outage = _Outage(f"{self.worker}:{self._next()}", run._capacity)
             emit(
                 "warning", "fuzeguard.store_unavailable", run_id=run.id, run_name=run.name,
-                store=_safe_url(self.url), error=repr(exc),
+                store=masked_url(self.url), error=_masked_error(exc, self.url),
                 message="the run's store cannot be reached: calls are judged in this process "
                 "until it is back" + (" (fail_closed: calls are refused)" if self.fail_closed
                                       else ""),
             )
-        if pending is not None:
-            self.outage.pending.append(pending)
+        self.retry_at = time.monotonic() + self.backoff
 
-    def _recover(self, run: Run) -> None:
+    def _recover(self, run: Run) -> Steps[None]:
         outage = self.outage
         assert outage is not None
-        local_now = events.snapshot(run)
-        # Back to the copy as Redis last saw it, then the log since, then what happened here.
-        events.restore(run, outage.snapshot)
-        self.seq = outage.seq
-        reply = self._script(_LOAD)(
-            keys=self.keys[:2],
-            args=[self.ttl_ms, repr(time.time()), run.id, *self.limits, max(self.seq, 0), self.fp_key],
-        )
-        created, seq, start, run_id, mine, _snapseq, snap, fromsnap, calls, cost, key = reply
-        if outage.seq < 0:  # Redis was out from the start: now the run is loaded for the first time
-            self.created = bool(created)
-            run.id = run_id.decode()
-            self._adopt_key(run, key)
-            run._start = events.local_start(float(start))
-        if outage.seq > 0 and int(seq) < outage.seq:
-            # Redis lost the run (restarted without its data): this process's copy, with what
-            # happened here meanwhile, is the run's state again.
-            events.restore(run, local_now)
-            self._seed(run, outage.seq + len(outage.pending))
-        else:
-            applied: set[Any] = set()
-            if _listed(mine):
-                for raw in mine:
-                    event = events.parse(raw)
-                    applied.add((event.get("w"), event.get("n")))
-                    events.apply(run, event)
-            else:
-                self._rebuild(run, snap, fromsnap, calls, cost)
-            self.seq = int(seq)
-            for pending in outage.pending:
-                event = pending.event
-                if pending.in_doubt and (event.get("w"), event.get("n")) in applied:
-                    continue
-                self._commit(run, event, False, pending.calls, pending.cost)
+        yield from self._load(run)  # decides what was in doubt, brings the copy up to the log
+        tally = outage.tally
+        if not tally.empty():
+            yield from self._merge(run, tally, outage.id, tally.kill, mine=False)
         self.outage = None
         emit("info", "fuzeguard.store_recovered", run_id=run.id, run_name=run.name,
-             store=_safe_url(self.url), written=len(outage.pending))
-
-    def _seed(self, run: Run, seq: int) -> None:
-        """Make this process's copy the run's state in Redis, at ``seq`` (run lock held)."""
-        self._script(_SEED)(keys=self.keys[:2], args=[
-            self.ttl_ms, max(seq, 1), events.snapshot(run), run._calls, repr(run._cost),
-            repr(events.wall_of(run)), run.id, *self.limits, self.fp_key,
-        ])
-        self.seq = max(seq, 1)
-        self.created = True
+             store=masked_url(self.url), calls=tally.calls)
 
     def _refuse(self, run: Run) -> None:
         raise StoreUnavailable(
@@ -522,91 +746,143 @@ class RedisStore:
             "was not made"
         )
 
+    def _keep(self, run: Run, event: dict[str, Any], cost: float, send: bool) -> None:
+        """An event of this process booked in the copy: kept to be written (run lock held)."""
+        self.own.fold(event)
+        if self.outage is not None:
+            self.outage.tally.fold(event)
+            return
+        self.queue.append(event)
+        self.queue_cost += cost
+        if send or len(self.queue) >= MAX_QUEUED:
+            if asyncio._get_running_loop() is not None:
+                self.urgent = True  # not here, on the event loop: the guard awaits ``aflush``
+            else:
+                self._drive(self._flush(run))
+
+    def _flush(self, run: Run) -> Steps[None]:
+        """Write what waits to be written (run lock held)."""
+        self.urgent = False
+        if not self.queue and self.outage is None:
+            return
+        if not (yield from self._reachable(run)) or not self.queue:
+            return
+        try:
+            yield from self._commit(run, [], APPEND)
+        except Exception as exc:
+            self._down(run, exc)
+
     # ------------------------------------------------------------------ the Store protocol
 
     def open(self, run: Run) -> None:
         with run._lock:
-            self._reachable(run)
+            self._drive(self._reachable(run))
+
+    async def aopen(self, run: Run) -> None:
+        await self._adrive(run, self._reachable(run))
 
     def decide(
         self, run: Run, plan: Plan, args_fp: bytes, arguments: Any, kind: str | None = None
     ) -> tuple[Call, Decision]:
-        self.fail_closed = plan.settings.fail_closed
         with run._lock:
-            conflicts = 0
-            over: tuple[str, str, float, float] | None = None  # a parent's budget, used up
-            while True:
-                reachable = self._reachable(run)  # first: it may bring the copy up to date
-                call, decision = run._judge(plan, args_fp, arguments, kind)
-                if decision is _REFUSED or (decision.action == "kill" and not decision.detections):
-                    return call, decision  # refused (failing layer, or killed): nothing to write
-                if over is not None and decision.action in ("call", "warn"):
-                    decision = limit_decision(plan, call, parent_limit(*over, call, run.id))
-                counts = 1 if decision.action in ("call", "warn") else 0
-                event = events.decided(self.worker, self._next(), call, decision)
-                if not reachable:
-                    return self._locally(run, plan, call, decision, event, counts, None)
-                book = functools.partial(events.count, run, call, decision, event)
-                try:
-                    reply = self._commit(run, event, True, counts, book=book)
-                except Exception as exc:
-                    # The judgement stands: it was made on the state as last seen.
-                    return self._locally(run, plan, call, decision, event, counts, exc)
-                status = reply[0]
-                if status == 1:
-                    self._after_write(run)
-                    return call, decision
-                if status == 2:  # decided again, on the state the script handed back
-                    over = (self.ancestors[int(reply[3]) - 1], reply[4].decode(),
-                            float(reply[5]), float(reply[6]))
-                    continue
-                conflicts += 1
-                if conflicts >= MAX_CONFLICTS:  # judged here, on the state as last seen
-                    lost = TimeoutError(f"{conflicts} commits lost to other processes")
-                    call, decision = run._judge(plan, args_fp, arguments, kind)
-                    if decision is _REFUSED or (
-                        decision.action == "kill" and not decision.detections
-                    ):
-                        return call, decision
-                    counts = 1 if decision.action in ("call", "warn") else 0
-                    event = events.decided(self.worker, self._next(), call, decision)
-                    return self._locally(run, plan, call, decision, event, counts, lost)
+            return self._drive(self._decide(run, plan, args_fp, arguments, kind))
+
+    async def adecide(
+        self, run: Run, plan: Plan, args_fp: bytes, arguments: Any, kind: str | None = None
+    ) -> tuple[Call, Decision]:
+        """``decide`` for a coroutine: its round trips are awaited on the asyncio client. This
+        process's decisions in one event loop are made one at a time (each on the state the
+        previous one left)."""
+        async with self._turn():
+            return await self._adrive(run, self._decide(run, plan, args_fp, arguments, kind))
+
+    def _turn(self) -> asyncio.Lock:
+        lock: asyncio.Lock = _per_loop(self._locks, asyncio.Lock)
+        return lock
+
+    async def aflush(self, run: Run, everything: bool = False) -> None:
+        """Write what waits to be sent at once (a completion with a cost or an error), awaited;
+        ``everything``: all that waits, and one more try during an outage (the run is left)."""
+        if everything and (self.queue or self.outage is not None):
+            self.retry_at = 0.0
+            self.urgent = True
+        if self.urgent:
+            async with self._turn():
+                await self._adrive(run, self._flush(run))
+
+    def _decide(
+        self, run: Run, plan: Plan, args_fp: bytes, arguments: Any, kind: str | None
+    ) -> Steps[tuple[Call, Decision]]:
+        """Judge a call on the copy and commit it: ``EXACT`` first, so that a process that did
+        not lose judges on the state every earlier decision left; ``RELAXED`` once it lost (the
+        copy was brought up to date by the lost round trip), so that a run many processes share
+        never waits on a retry: its budgets and its kill stay exact, checked by the script."""
+        self.fail_closed = plan.settings.fail_closed
+        args_fp = self._key(args_fp)
+        conflicts = 0
+        over: Detection | None = None  # a budget (the run's, or a parent's), used up
+        reply_given: str | None = None  # the ``ask`` callback's answer: asked once per call
+        while True:
+            reachable = yield from self._reachable(run)  # first: it may bring the copy up to date
+            call, decision = run._judge(plan, args_fp, arguments, kind)
+            if decision is _REFUSED or (decision.action == "kill" and not decision.detections):
+                return call, decision  # refused (failing layer, or killed): nothing to write
+            if decision.action == "ask":
+                if reply_given is None:
+                    reply_given = yield (ASK, run, [call, decision])
+                    if run._killed is not None:  # killed by another call meanwhile
+                        continue
+                decision = run._answered(decision, reply_given)
+            if over is not None and decision.action in ("call", "warn"):
+                decision = limit_decision(plan, call, dataclasses.replace(
+                    over, call_index=call.index))
+            counts = 1 if decision.action in ("call", "warn") else 0
+            event = events.decided(self.worker, self._next(), call, decision)
+            if not reachable or conflicts >= MAX_CONFLICTS:
+                return self._locally(run, call, decision, event, None)
+            try:
+                reply = yield from self._commit(run, [event], EXACT if conflicts == 0 else RELAXED,
+                                                counts)
+            except Exception as exc:
+                # The judgement stands: it was made on the state as last seen.
+                return self._locally(run, call, decision, event, exc)
+            status = reply[0]
+            if status == COMMITTED:
+                if call.index != run._attempts + 1:  # others' calls came first (RELAXED)
+                    call, decision = events.reindexed(call, decision, run._attempts + 1)
+                self.own.fold(event)
+                events.count(run, call, decision, event)
+                return call, decision
+            if status == OVER_BUDGET:  # decided again, on the state the script handed back
+                position = int(reply[4])
+                owner = run.name or run.id if position == 0 else self.ancestors[position - 1]
+                over = parent_limit(owner, reply[5].decode(), float(reply[6]), float(reply[7]),
+                                    call, run.id, own=position == 0)
+            conflicts += 1
 
     def _locally(
-        self, run: Run, plan: Plan, call: Call, decision: Decision, event: dict[str, Any],
-        counts: int, exc: BaseException | None,
+        self, run: Run, call: Call, decision: Decision, event: dict[str, Any],
+        exc: BaseException | None,
     ) -> tuple[Call, Decision]:
-        pending = _Pending(event, counts, 0.0, in_doubt=exc is not None and _in_doubt(exc))
         if exc is not None:
-            self._down(run, exc, None)
+            self._down(run, exc)  # the event is in doubt: ``_load`` decides when Redis is back
+        elif self.outage is None:  # judged here after too many commits lost to the others
+            self._down(run, TimeoutError(f"{MAX_CONFLICTS} commits lost to other processes"))
         if self.fail_closed:
             self._refuse(run)
         assert self.outage is not None
-        self.outage.pending.append(pending)
+        self.own.fold(event)
+        if not any(sent is event for sent in self.doubt):  # else ``_load`` decides
+            self.outage.tally.fold(event)
         self.local_calls += 1
         events.count(run, call, decision, event)
         return call, decision
 
-    def _write(self, run: Run, event: dict[str, Any], calls: int = 0, cost: float = 0.0) -> None:
-        """Append a change that needs no judgement (run lock held) and book it here."""
-        if self._reachable(run):
-            try:
-                self._commit(run, event, False, calls, cost)
-            except Exception as exc:
-                self._down(run, exc, _Pending(event, calls, cost, in_doubt=_in_doubt(exc)))
-            else:
-                self._after_write(run)
-                return
-        else:
-            assert self.outage is not None
-            self.outage.pending.append(_Pending(event, calls, cost))
+    def _write(self, run: Run, event: dict[str, Any], cost: float = 0.0) -> None:
+        """Book and write at once a change that needs no judgement (run lock held)."""
+        self._drive(self._reachable(run))  # first: it may bring the copy up to date
         events.apply(run, event)
-
-    def _after_write(self, run: Run) -> None:
-        try:
-            self._snapshot(run)
-        except Exception as exc:
-            self._down(run, exc)
+        self._keep(run, event, cost, send=True)
 
     def flag(self, run: Run, plan: Plan, call: Call, detection: Detection) -> Decision:
         with run._lock:
@@ -616,17 +892,36 @@ class RedisStore:
             return decision
 
     def complete(self, run: Run, record: CallRecord) -> None:
+        if record.cost is not None and not math.isfinite(record.cost):
+            emit("error", "fuzeguard.cost_rejected", run_id=run.id, run_name=run.name,
+                 fn=record.fn, cost=repr(record.cost),
+                 message="a call's cost is not a finite number: a shared run cannot count it, "
+                 "so the call is recorded without it; check the cost setting's function")
+            record = dataclasses.replace(record, cost=None)
+        if record.result_fp is not None:
+            record = dataclasses.replace(record, result_fp=self._key(record.result_fp))
+        event = events.completed(self.worker, self._next(), record)
         with run._lock:
-            self._write(run, events.completed(self.worker, self._next(), record),
-                        cost=record.cost or 0.0)
+            self.encoded[id(record)] = (record, event["r"])
+            if len(self.encoded) > 4 * run._capacity + SNAPSHOT_EVERY:
+                self.encoded = {id(r): e for r in run._history
+                                if (e := self.encoded.get(id(r))) is not None and e[0] is r}
+            run._book(record)
+            # Cost and errors are budgets the other processes judge by: sent at once.
+            self._keep(run, event, record.cost or 0.0,
+                       send=bool(record.cost) or record.error is not None)
 
     def discard(self, run: Run, index: int) -> None:
+        event = events.simple("x", self.worker, self._next(), i=index)
         with run._lock:
-            self._write(run, events.simple("x", self.worker, self._next(), i=index))
+            run._drop(index)
+            self._keep(run, event, 0.0, send=True)
 
     def add_cost(self, run: Run, amount: float) -> None:
+        if not math.isfinite(amount):
+            raise TypeError(f"add_cost() takes a finite number, got {amount!r}")
         with run._lock:
-            self._write(run, events.simple("a", self.worker, self._next(), v=amount), cost=amount)
+            self._write(run, events.simple("a", self.worker, self._next(), v=amount), amount)
 
     def end_turn(self, run: Run) -> None:
         with run._lock:
@@ -636,36 +931,44 @@ class RedisStore:
         limit = run.config.settings_for(None)["max_resets"]
         with run._lock:
             for _ in range(MAX_CONFLICTS):
-                reachable = self._reachable(run)  # first: it may bring the copy up to date
+                reachable = self._drive(self._reachable(run))  # first: the copy up to date
                 if run.resets >= limit:
                     run._reset()  # raises the max_resets error
                 event = events.simple("r", self.worker, self._next(), t=time.time())
                 if not reachable:
                     break
                 try:
-                    reply = self._commit(run, event, True, -run._calls, -run._cost)
+                    reply = self._drive(
+                        self._commit(run, [event], EXACT, -run._calls, -run._cost)
+                    )
                 except Exception as exc:
-                    self._down(run, exc, _Pending(event, -run._calls, -run._cost,
-                                                  in_doubt=_in_doubt(exc)))
+                    self._down(run, exc)
+                    break
+                if reply[0] == COMMITTED:
+                    self.own.fold(event)
                     events.apply(run, event)
-                    return
-                if reply[0] == 1:
                     return
             if self.outage is None:
                 self._down(run, TimeoutError(f"{MAX_CONFLICTS} commits lost to other processes"))
             assert self.outage is not None
-            self.outage.pending.append(_Pending(event, -run._calls, -run._cost))
+            if not any(sent is event for sent in self.doubt):
+                self.outage.tally.fold(event)
+            self.own.fold(event)
             events.apply(run, event)
 
     def refresh(self, run: Run) -> None:
         with run._lock:
             if self.outage is None and self.seq >= 0:
                 try:
-                    self._load(run)
+                    if self.queue:
+                        self._drive(self._commit(run, [], APPEND))
+                    else:
+                        self._drive(self._load(run))
                 except Exception as exc:
                     self._down(run, exc)
             else:
-                self._reachable(run)
+                self.retry_at = 0.0  # whoever reads the stats wants the run as it is: try now
+                self._drive(self._reachable(run))
 
     def stats(self) -> dict[str, int]:
         return {"store_errors": self.errors, "store_outages": self.outages,
@@ -681,16 +984,24 @@ class RedisStore:
             line["at"] = events.wall_of(run) + ts
 
     def close(self, run: Run) -> None:
+        """Write what waits to be written (during an outage: one more try, whenever the last
+        was); the run stays in Redis for the other processes."""
         with run._lock:
-            if self.outage is not None:
-                self._reachable(run)
-            if self.created and self.outage is None:
-                try:
-                    _client(self.url, self.timeout).delete(*self.keys[:2])
-                except Exception as exc:
-                    self._down(run, exc)
-            self.created = False
-            self.seq = -1
+            self.retry_at = 0.0
+            self._drive(self._flush(run))
+
+    def end(self, run: Run) -> None:
+        """Delete the run from Redis for good; this copy starts afresh if used again."""
+        with run._lock:
+            self._drive(self._flush(run))
+            end_run(self.url, self.namespace, run.name or "", self.ttl_ms / 1000, self.timeout)
+            self.seq, self.epoch, self.snapseq = -1, "", 0
+            self.queue, self.queue_cost, self.doubt = [], 0.0, []
+            self.own.clear()
+            self.outage = self.owed = None
+            run._clear()
+            run.resets = 0
+            run.id = os.urandom(6).hex()
 
 
 def _listed(value: Any) -> bool:
@@ -701,19 +1012,17 @@ def _listed(value: Any) -> bool:
 def _is_redis_error(exc: BaseException) -> bool:
     import redis
 
-    return isinstance(exc, (redis.RedisError, OSError))
+    return isinstance(exc, (redis.RedisError, OSError, _Changed))
 
 
-def _in_doubt(exc: BaseException) -> bool:
-    """True when a command may have reached Redis although no answer came back."""
+def _dropped(exc: BaseException) -> bool:
+    """The connection was dropped: a new one may well work at once."""
     import redis
 
-    return isinstance(exc, redis.TimeoutError)
+    return isinstance(exc, redis.ConnectionError)
 
 
-def _safe_url(url: str) -> str:
-    """The URL without a password."""
-    scheme, sep, rest = url.partition("://")
-    if "@" in rest:
-        rest = "***@" + rest.split("@", 1)[1]
-    return scheme + sep + rest
+def _masked_error(exc: BaseException, url: str) -> str:
+    """``repr(exc)`` with the store's password masked, should the error repeat the URL."""
+    text = repr(exc)
+    return text.replace(url, masked_url(url)) if url in text else text
