@@ -6,6 +6,7 @@ import dataclasses
 import heapq
 import random
 import re
+import threading
 import zlib
 from collections.abc import Callable
 from typing import Any
@@ -484,3 +485,27 @@ def test_only_a_fixed_acknowledging_kind_has_its_features_extracted_when_first_r
     assert guard(fn).guard.plan(Config()).defer is deferred  # type: ignore[attr-defined]
     layers = guard(fn, layers=["iterations", "dedup", "progress", "semantic"])
     assert layers.guard.plan(Config()).defer is False  # type: ignore[attr-defined]
+
+
+def test_a_deferred_extraction_read_by_many_threads_at_once_gives_each_the_eager_one() -> None:
+    @guard
+    def convert(name: str) -> str:
+        return name
+
+    plan = convert.guard.plan(Config())  # type: ignore[attr-defined]
+    texts = [f"converted file {i} of {i % 7}" for i in range(300)]
+    eager = [plan.features({"name": "f"}, text, None) for text in texts]
+    late = [Deferred(plan, {"name": "f"}, text) for text in texts]
+    start = threading.Barrier(8)
+    seen: list[list[Any]] = []
+
+    def read() -> None:
+        start.wait()
+        seen.append([deferred.get("content") for deferred in late])
+
+    threads = [threading.Thread(target=read) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert seen == [[features["content"] for features in eager]] * 8

@@ -64,7 +64,10 @@ class Deferred(Mapping[str, Any]):
         got = self._got
         if got is None:
             plan, arguments = self._plan, self._arguments
-            assert plan is not None and arguments is not None
+            if plan is None or arguments is None:
+                got = self._got  # extracted meanwhile in another thread, which set it first
+                assert got is not None
+                return got
             got = self._got = plan.features(arguments, self._value, None)
             self._plan = self._arguments = None  # nothing more to extract
         return got
