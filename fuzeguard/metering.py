@@ -4,7 +4,8 @@
 current run (``run.stats().tokens_in`` / ``tokens_out``); with a ``Prices`` table it also adds
 their cost, so that ``max_cost``, ``warn_at`` and ``cost_velocity`` work without a hand-written
 ``cost=``. The framework adapters call it with what the framework itself reports
-(``fuzeguard.integrations.langchain_usage``, ``openai_agents_usage``, ``pydantic_ai_usage``).
+(``fuzeguard.integrations.langchain_usage``, ``openai_agents_usage``, ``pydantic_ai_usage``,
+``google_adk_usage``, ``strands_usage``).
 
 Where the cost goes: inside a guarded call (a tool that makes its own model request) it is that
 call's cost, as ``add_cost()`` is. Outside one (the agent's own model turns, between tool calls)

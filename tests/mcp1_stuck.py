@@ -51,7 +51,35 @@ async def main() -> dict[str, Any]:
     second = await session(app, "same", 5)
     out["two sessions"] = {"seen": [first, second], "total": tally.total}
     out["stateless http"] = await stateless_http()
+    out["budget note"] = await budget_note()
     return out
+
+
+async def budget_note() -> list[list[Any]]:
+    """A session whose run has ``max_calls = 4`` and ``warn_at = [0.5]`` (its fuze.toml) looks up
+    k1 to k5: what the client read of each call (the scenario of ``notes_scenario.py``, without
+    the resume, which a session's run does not offer)."""
+    import os
+    import tempfile
+
+    from tests.notes_scenario import lookup
+
+    app = FastMCP("keys")
+    app.tool()(session_guard(lookup))
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "fuze.toml")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("[defaults]\nmax_calls = 4\nwarn_at = [0.5]\n")
+        os.environ["FUZE_CONFIG"] = path
+        try:
+            seen: list[list[Any]] = []
+            async with create_connected_server_and_client_session(app._mcp_server) as client:
+                for n in range(1, 6):
+                    result = await client.call_tool("lookup", {"key": f"k{n}"})
+                    seen.append([bool(result.isError), " ".join(c.text for c in result.content)])
+        finally:
+            del os.environ["FUZE_CONFIG"]
+    return seen
 
 
 async def stateless_http() -> dict[str, Any]:

@@ -8,11 +8,13 @@ never skips: if it cannot be built, the tests that need it fail with pip's messa
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import venv
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -54,6 +56,14 @@ class SideEnv:
                 pytest.fail(f"could not build {self.path.name} with {self.requirement}:\n"
                             f"{done.stdout}{done.stderr}")
         return str(self.python)
+
+
+def measured_by(python: str, script: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """Run ``tests/SCRIPT`` with ``python``; what it wrote to the JSON file named by its argument."""
+    out = tmp_path_factory.mktemp(Path(script).stem) / "measured.json"
+    run_in(python, [str(ROOT / "tests" / script), str(out)], out.parent)
+    found: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
+    return found
 
 
 def run_in(python: str, args: list[str], cwd: Path) -> str:

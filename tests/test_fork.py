@@ -127,3 +127,16 @@ def test_a_killed_run_stays_killed_in_a_forked_child() -> None:
 
         assert in_child(child) == 0
         assert run.killed is not None
+
+
+def test_every_lock_the_package_makes_is_fork_safe() -> None:
+    """The integrations' and the store's locks included: a plain ``threading.Lock()`` anywhere
+    but in ``forksafe.py`` would be inherited held by a child forked at the wrong moment."""
+    package = Path(fuzeguard.__file__).parent
+    plain = [
+        f"{path.relative_to(package)}:{number}"
+        for path in sorted(package.rglob("*.py")) if path.name != "forksafe.py"
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if "threading.Lock()" in line or "threading.RLock()" in line
+    ]
+    assert plain == []

@@ -102,3 +102,15 @@ def test_the_docs_example_runs_and_prints_what_the_page_shows(mcp1_python: str, 
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.rstrip().splitlines()[-1] == shown.rstrip()
+
+
+def test_a_budget_warning_reaches_the_client_once_with_the_next_result(
+    measured: dict[str, Any],
+) -> None:
+    """The run's notes for the model (here a ``warn_at`` warning) go with the next text result,
+    once (``test_notes_to_model.py`` for the other integrations)."""
+    seen = measured["budget note"]
+    warning = "50% of the call budget used (2 of 4 calls): wrap up"
+    assert [text.count(warning) for _, text in seen[:4]] == [0, 1, 0, 0]
+    assert seen[1] == [False, seen[1][1]] and seen[1][1].startswith("value of k2")
+    assert seen[4][0] and "Tool calls in this session are stopped" in seen[4][1]

@@ -9,7 +9,7 @@ import gc
 import fuzeguard
 from fuzeguard import LoopDetected
 from fuzeguard.events import RunClosed
-from fuzeguard.integrations._calls import ToolCalls, final_answer, stop_message, with_note
+from fuzeguard.integrations._calls import ToolCalls, final_answer, stop_message, with_notes
 from fuzeguard.integrations._runs import InvocationRuns, KeyedRuns, invocation, user_run
 
 
@@ -124,7 +124,7 @@ def test_a_warned_result_carries_a_note_and_a_kill_a_final_answer() -> None:
         outcomes = _loop(calls, 4)
     warned = outcomes[-1].warning  # type: ignore[attr-defined]
     assert warned is not None and outcomes[0].warning is None  # type: ignore[attr-defined]
-    assert with_note("3 results", warned).endswith(warned.message)
-    assert with_note({"a": 1}, warned) == {"a": 1}
+    assert with_notes("3 results", outcomes[-1]).endswith(warned.message)
+    assert with_notes({"a": 1}, outcomes[-1]) == {"a": 1}
     assert final_answer(warned).startswith("Stopped: the agent was looping")
     assert "no tool will run again" in stop_message(warned)

@@ -4,12 +4,11 @@ strands-agents package in its own environment, ``strands_python``, running ``str
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
-from side_env import run_in
+from side_env import measured_by, run_in
 
 from tests.served import ANSWER, check_served
 from tests.stuck_agents import ACTIONS, VARIANTS, Tally, check_run, side_example
@@ -17,10 +16,7 @@ from tests.stuck_agents import ACTIONS, VARIANTS, Tally, check_run, side_example
 
 @pytest.fixture(scope="module")
 def measured(strands_python: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    out = tmp_path_factory.mktemp("strands") / "measured.json"
-    run_in(strands_python, [str(Path(__file__).parent / "strands_stuck.py"), str(out)], out.parent)
-    result: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
-    return result
+    return measured_by(strands_python, "strands_stuck.py", tmp_path_factory)
 
 
 def _tally(found: dict[str, Any]) -> Tally:

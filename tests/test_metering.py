@@ -242,3 +242,195 @@ def test_pydantic_ai_metering_equals_the_runs_own_usage() -> None:
     assert (stats.tokens_in, stats.tokens_out) == (own.input_tokens, own.output_tokens)
     assert (stats.tokens_in, stats.tokens_out) == tuple(map(sum, zip(*TURNS, strict=True)))
     assert stats.cost == pytest.approx(_expected_cost())
+
+
+# --------------------------------------------------------------------------- Google ADK
+
+
+def _adk_runner(plugins: list[Any], turns: int | None = None) -> tuple[Any, list[Any]]:
+    """An ADK runner whose scripted model looks up a new key each turn, reporting ``TURNS``'
+    usage (``turns``: that many tool-calling turns, then an answer; None: never answers)."""
+    from collections.abc import AsyncGenerator
+
+    from google.adk.agents import LlmAgent
+    from google.adk.apps import App
+    from google.adk.models.base_llm import BaseLlm
+    from google.adk.models.llm_request import LlmRequest
+    from google.adk.models.llm_response import LlmResponse
+    from google.adk.runners import InMemoryRunner
+    from google.genai import types
+
+    made: list[Any] = []
+
+    class Scripted(BaseLlm):
+        async def generate_content_async(
+            self, llm_request: LlmRequest, stream: bool = False
+        ) -> AsyncGenerator[LlmResponse, None]:
+            n = len(made)
+            i, o = TURNS[n % len(TURNS)]
+            usage = types.GenerateContentResponseUsageMetadata(
+                prompt_token_count=i, candidates_token_count=o, total_token_count=i + o)
+            made.append(usage)
+            if turns is None or n < turns:
+                part = types.Part(function_call=types.FunctionCall(
+                    name="lookup", args={"key": f"k{n}"}, id=f"c{n}"))
+            else:
+                part = types.Part(text="done")
+            yield LlmResponse(content=types.Content(role="model", parts=[part]),
+                              usage_metadata=usage, model_version="scripted-1")
+
+    def lookup(key: str) -> str:
+        """Look a key up."""
+        return "value of " + key
+
+    agent = LlmAgent(name="a", model=Scripted(model="scripted"), tools=[lookup])
+    return InMemoryRunner(app=App(name="meter", root_agent=agent, plugins=plugins)), made
+
+
+async def _adk_ask(runner: Any, prompt: str = "go") -> tuple[str, list[Any]]:
+    from google.genai import types
+
+    session = await runner.session_service.create_session(app_name="meter", user_id="u")
+    events = []
+    message = types.Content(role="user", parts=[types.Part(text=prompt)])
+    async for event in runner.run_async(user_id="u", session_id=session.id, new_message=message):
+        events.append(event)
+    return session.id, events
+
+
+def test_google_adk_metering_equals_the_usage_its_events_report() -> None:
+    from fuzeguard.integrations.google_adk import LoopGuardPlugin
+    from fuzeguard.integrations.google_adk_usage import UsagePlugin
+
+    runner, _ = _adk_runner([LoopGuardPlugin(), UsagePlugin(prices=PRICES)], turns=len(TURNS) - 1)
+
+    async def main() -> tuple[list[Any], fuzeguard.Run]:
+        async with fuzeguard.run() as run:
+            _, events = await _adk_ask(runner)
+        return events, run
+
+    events, run = asyncio.run(main())
+    own = [e.usage_metadata for e in events if e.usage_metadata is not None]
+    stats = run.stats()
+    assert len(own) == len(TURNS)
+    assert (stats.tokens_in, stats.tokens_out) == (
+        sum(u.prompt_token_count for u in own), sum(u.candidates_token_count for u in own))
+    assert stats.tokens_in + stats.tokens_out == sum(u.total_token_count for u in own)
+    assert stats.cost == pytest.approx(_expected_cost())
+
+
+def test_google_adk_metered_cost_stops_the_invocation_at_max_cost(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """No run opened by the application and no ``cost=``: the invocation's run (the plugin's)
+    is stopped by the cost of the model's own turns."""
+    from fuzeguard.integrations.google_adk import LoopGuardPlugin
+    from fuzeguard.integrations.google_adk_usage import UsagePlugin
+
+    (tmp_path / "fuze.toml").write_text("[defaults]\nmax_cost = 0.002\n")
+    monkeypatch.setenv("FUZE_CONFIG", str(tmp_path / "fuze.toml"))
+    guard_plugin = LoopGuardPlugin()
+    runner, made = _adk_runner([guard_plugin, UsagePlugin(prices=PRICES)])
+    with capture_logs():
+        session_id, events = asyncio.run(_adk_ask(runner))
+    texts = [p.text for e in events if e.content for p in e.content.parts or [] if p.text]
+    assert texts[-1].startswith("Stopped: the agent was looping (limits at tool call 4")
+    error = guard_plugin.killed(session_id)
+    assert error is not None and error.detection.pattern == "max_cost"
+    # 0.00036, 0.000536, 0.000592, 0.000928 a turn: the 4th turn's tokens pass 0.002, and the
+    # call it asked for is refused; the model is not asked again.
+    assert len(made) == 4 and error.stats.calls == 3
+
+
+# --------------------------------------------------------------------------- Strands Agents
+
+
+def test_strands_metering_equals_the_agents_own_accumulated_usage(
+    strands_extras: dict[str, Any],
+) -> None:
+    """Played in Strands' own environment (``strands_extras.py``)."""
+    found = strands_extras["usage"]
+    assert (found["tokens_in"], found["tokens_out"]) == (found["own"]["in"], found["own"]["out"])
+    assert (found["tokens_in"], found["tokens_out"]) == tuple(map(sum, zip(*TURNS, strict=True)))
+    assert found["cost"] == pytest.approx(_expected_cost())
+
+
+def test_strands_metered_cost_stops_the_invocation_at_max_cost(
+    strands_extras: dict[str, Any],
+) -> None:
+    found = strands_extras["max_cost"]
+    assert found["text"].startswith("Stopped: the agent was looping (limits at tool call 4")
+    assert found["pattern"] == "max_cost" and found["calls"] == 3 and found["turns"] == 4
+
+
+def _streaming_agent(prices: Prices) -> Any:
+    """A Pydantic AI agent on a streamed scripted model (``FunctionModel(stream_function=...)``,
+    whose usage Pydantic AI counts from what it streams): three lookups, then an answer."""
+    from collections.abc import AsyncIterator
+
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import ModelMessage
+    from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
+
+    from fuzeguard.integrations.pydantic_ai_usage import MeteredModel
+
+    turns = [0]
+
+    async def streamed(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str | DeltaToolCalls]:
+        n = turns[0]
+        turns[0] += 1
+        if n < 3:
+            yield {0: DeltaToolCall(name="lookup", json_args=json.dumps({"key": f"k{n}"}),
+                                    tool_call_id=f"c{n}")}
+        else:
+            yield "the values are "
+            yield "all found"
+
+    agent = Agent(MeteredModel(FunctionModel(stream_function=streamed), prices=prices))
+
+    @agent.tool_plain
+    @guard
+    def lookup(key: str) -> str:
+        """Look a key up."""
+        return "value of " + key
+
+    return agent
+
+
+def test_pydantic_ai_streamed_run_metering_equals_the_runs_own_usage() -> None:
+    prices = Prices({"function::streamed": (2.0, 8.0)})
+    agent = _streaming_agent(prices)
+
+    async def main() -> tuple[Any, fuzeguard.Run]:
+        async with fuzeguard.run() as run:
+            async with agent.run_stream("go") as result:
+                assert await result.get_output() == "the values are all found"
+            return result.usage, run
+
+    own, run = asyncio.run(main())
+    stats = run.stats()
+    assert own.requests == 4 and own.output_tokens > 0
+    assert (stats.tokens_in, stats.tokens_out) == (own.input_tokens, own.output_tokens)
+    assert stats.cost == pytest.approx(prices.cost("function::streamed", own.input_tokens,
+                                                   own.output_tokens))
+
+
+def test_pydantic_ai_iterated_run_with_streamed_requests_metering_equals_the_runs_own_usage() -> None:
+    from pydantic_ai import Agent
+
+    agent = _streaming_agent(PRICES)
+
+    async def main() -> tuple[Any, fuzeguard.Run]:
+        async with fuzeguard.run() as run:
+            async with agent.iter("go") as agent_run:
+                async for node in agent_run:
+                    if Agent.is_model_request_node(node):
+                        async with node.stream(agent_run.ctx) as stream:
+                            async for _ in stream:
+                                pass
+            return agent_run.usage, run
+
+    own, run = asyncio.run(main())
+    stats = run.stats()
+    assert own.requests == 4
+    assert (stats.tokens_in, stats.tokens_out) == (own.input_tokens, own.output_tokens)

@@ -9,8 +9,11 @@ What every integration shows for a decision, so that the frameworks read alike:
 
 - a **skip** answers the call with ``outcome.skipped.value`` (the detection's message by default);
 - a **warn** lets the call run and adds ``warning_note(detection)`` to what the model reads of the
-  result (``with_note``: appended to a text result), or sends it through the framework's own
+  result (``with_notes``: appended to a text result), or sends it through the framework's own
   message channel where a result cannot carry it;
+- the **notes the run keeps for the model** (``run.notes()``: ``warn_at`` budget warnings, the
+  note given to ``resume()``) go the same way, with the next result of a call that ran in the
+  run (``Outcome.notes``), each once;
 - a **kill** ends the agent with a final answer the application can show, ``final_answer``
   (the model is not asked again), and keeps ``outcome.error()``, the ``LoopDetected`` whose
   ``stats`` are those of the run that was killed, for callers who want the exception; a tool call
@@ -21,11 +24,11 @@ Which run a call is judged in is ``_runs.py``'s: one run per agent invocation by
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from fuzeguard._private.exceptions import LoopDetected
+from fuzeguard._private.forksafe import new_lock
 from fuzeguard._private.guard import Guard, Pending, Skipped, guard
 from fuzeguard._private.records import Detection
 
@@ -72,6 +75,30 @@ class Outcome:
             return None
         return pending.decision.detection
 
+    def notes(self) -> list[str]:
+        """What the model reads with this call's result besides the result: the warning note of
+        a warned call, then the notes its run gathered for the model since a result last
+        carried them (``run.notes()``: ``warn_at`` budget warnings, the note given to
+        ``resume()``), each handed over once. For an integration that passes them on, after
+        ``done``."""
+        pending = self.pending
+        if pending is None:
+            return []
+        run = pending.run
+        notes = run.notes() if run._notes else []  # a call with no note pays one check
+        decision = pending.decision
+        if decision.action != "warn" or decision.detection is None:
+            return notes
+        return [warning_note(decision.detection), *notes]
+
+    def run_notes(self) -> list[str]:
+        """The notes the call's run gathered for the model (``run.notes()``), taken now: for an
+        integration that passes them apart from the warning note."""
+        pending = self.pending
+        if pending is None or not pending.run._notes:  # a call with no note pays one check
+            return []
+        return pending.run.notes()
+
     def error(self) -> LoopDetected:
         """The ``LoopDetected`` of a kill: its detection, and the stats of the run it killed."""
         assert self._error is not None, "error() is for an outcome that killed the run"
@@ -104,12 +131,13 @@ def warning_note(detection: Detection) -> str:
     return f"[fuzeguard warning] {detection.message}"
 
 
-def with_note(result: Any, detection: Detection | None) -> Any:
-    """``result`` with the warning note appended when it is text (else unchanged: the framework
-    passes the note through its own channel)."""
-    if detection is None or not isinstance(result, str):
+def with_notes(result: Any, outcome: Outcome) -> Any:
+    """``result`` with the outcome's notes (``Outcome.notes``) appended when it is text; else
+    unchanged, and the run's notes are left for a later result."""
+    if not isinstance(result, str):
         return result
-    return f"{result}\n\n{warning_note(detection)}"
+    notes = outcome.notes()
+    return "\n\n".join((result, *notes)) if notes else result
 
 
 def final_answer(detection: Detection) -> str:
@@ -134,7 +162,7 @@ class ToolCalls:
     def __init__(self, **options: Unpack[ToolOptions]) -> None:
         self._decorate = guard(**options)  # validates the options now, with guard()'s messages
         self._guards: dict[str, Guard] = {}
-        self._lock = threading.Lock()
+        self._lock = new_lock()
 
     def guard_for(self, name: str) -> Guard:
         found = self._guards.get(name)

@@ -15,11 +15,11 @@ ahead (or is skipped) under its call id for the hook that sees its result.
 
 from __future__ import annotations
 
-import threading
 from collections import OrderedDict
 from collections.abc import Hashable, Mapping
 from typing import Any
 
+from fuzeguard._private.forksafe import new_lock
 from fuzeguard._private.run import Run, current_run, make_current, restore_current
 from fuzeguard.integrations._calls import Outcome, ToolCalls
 from fuzeguard.integrations._runs import _opened, new_run, user_run, within
@@ -75,7 +75,7 @@ class Invocations:
 
     def __init__(self) -> None:
         self._open: OrderedDict[Hashable, Invocation] = OrderedDict()
-        self._lock = threading.Lock()
+        self._lock = new_lock()
 
     def start(self, key: Hashable, name: str, *, enter: bool = True,
               parent: Run | None = None) -> Invocation:

@@ -28,13 +28,13 @@ was killed (``Outcome.error()`` in ``_calls.py``).
 from __future__ import annotations
 
 import contextvars
-import threading
 import weakref
 from collections import OrderedDict
 from collections.abc import Hashable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from fuzeguard._private.forksafe import new_lock
 from fuzeguard._private.run import Run, _current, make_current, restore_current
 
 MAX_KEYED_RUNS = 1024  # runs kept by KeyedRuns for the most recently used keys
@@ -133,7 +133,7 @@ class InvocationRuns:
 
     def __init__(self) -> None:
         self._runs: OrderedDict[int, tuple[Any, Run]] = OrderedDict()
-        self._lock = threading.Lock()
+        self._lock = new_lock()
 
     def run_for(self, owner: Any, name: str) -> Run:
         mine = user_run()
@@ -202,7 +202,7 @@ class KeyedRuns:
         self.name = name
         self.limit = limit
         self._runs: OrderedDict[Hashable, Run] = OrderedDict()
-        self._lock = threading.Lock()
+        self._lock = new_lock()
 
     def get(self, key: Hashable) -> Run:
         """The run of ``key`` (opened on first use; never shared through a store)."""

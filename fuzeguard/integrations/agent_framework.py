@@ -45,7 +45,6 @@ from fuzeguard.integrations._calls import (
     ToolCalls,
     final_answer,
     stop_message,
-    warning_note,
 )
 from fuzeguard.integrations._calls import exit_behavior as exit_behavior_of
 from fuzeguard.integrations._runs import _opened, invocation, invocation_run, new_run, user_run
@@ -130,9 +129,9 @@ class _Tools(FunctionMiddleware):
             outcome.fail(exc)
             raise
         outcome.done(_shown(context.result))
-        detection = outcome.warning
-        if detection is not None:
-            context.result = _with_text(context.result, warning_note(detection))
+        notes = outcome.notes()
+        if notes:
+            context.result = _with_text(context.result, "\n\n".join(notes))
 
 
 class _Ending(ChatMiddleware):

@@ -25,7 +25,6 @@ call, so turns are not marked: the ladder steps per call. Install with
 from __future__ import annotations
 
 import dataclasses
-import threading
 from collections import OrderedDict
 from collections.abc import Hashable
 from typing import TYPE_CHECKING, Any
@@ -33,7 +32,8 @@ from typing import TYPE_CHECKING, Any
 from claude_agent_sdk import ClaudeAgentOptions, HookContext, HookMatcher
 
 from fuzeguard._private.exceptions import LoopDetected
-from fuzeguard.integrations._calls import ToolCalls, final_answer, stop_message, warning_note
+from fuzeguard._private.forksafe import new_lock
+from fuzeguard.integrations._calls import ToolCalls, final_answer, stop_message
 from fuzeguard.integrations._hooked import Invocation, Invocations
 
 if TYPE_CHECKING:
@@ -58,7 +58,7 @@ class LoopGuard:
         self.calls = ToolCalls(**options)
         self._invocations = Invocations()
         self._killed: OrderedDict[str, LoopDetected] = OrderedDict()
-        self._lock = threading.Lock()
+        self._lock = new_lock()
 
     def hooks(self) -> dict[str, list[HookMatcher]]:
         """The hooks, by event, as ``ClaudeAgentOptions(hooks=...)`` takes them."""
@@ -149,11 +149,11 @@ class LoopGuard:
         if outcome is None:
             return {}
         outcome.done(data.get("tool_response"))
-        detection = outcome.warning
-        if detection is None:
+        notes = outcome.notes()
+        if not notes:
             return {}
         return {"hookSpecificOutput": {"hookEventName": "PostToolUse",
-                                       "additionalContext": warning_note(detection)}}
+                                       "additionalContext": "\n\n".join(notes)}}
 
     async def _tool_failed(self, data: Any, tool_use_id: str | None, context: HookContext) -> Any:
         outcome = self._invocation(data).end(data.get("tool_use_id") or tool_use_id)

@@ -21,7 +21,6 @@ Install with ``pip install 'fuzeguard[crewai]'``.
 
 from __future__ import annotations
 
-import threading
 import weakref
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
@@ -36,6 +35,7 @@ from crewai.hooks import (
 )
 
 from fuzeguard._private.exceptions import LoopDetected
+from fuzeguard._private.forksafe import new_lock
 from fuzeguard._private.run import Run
 from fuzeguard.integrations._calls import (
     ExitBehavior,
@@ -43,7 +43,7 @@ from fuzeguard.integrations._calls import (
     ToolCalls,
     final_answer,
     stop_message,
-    with_note,
+    with_notes,
 )
 from fuzeguard.integrations._calls import exit_behavior as exit_behavior_of
 from fuzeguard.integrations._runs import InvocationRuns, invocation, open_run, user_run, within
@@ -57,7 +57,7 @@ _MAX_IN_FLIGHT = 1024
 # Calls being judged, by id of their tool_input dict (shared by every hook of one call): the guard
 # that judges each, so that a second registered guard leaves it alone.
 _claims: OrderedDict[int, tuple[Any, LoopGuard, Outcome | None]] = OrderedDict()
-_claims_lock = threading.Lock()
+_claims_lock = new_lock()
 
 
 class LoopGuard:
@@ -180,10 +180,11 @@ class LoopGuard:
         if outcome.killed is not None:
             return stop_message(outcome.killed)
         outcome.done(context.raw_tool_result)
-        warning = outcome.warning
-        if warning is not None and context.tool_result is not None:
-            return str(with_note(str(context.tool_result), warning))
-        return None
+        if context.tool_result is None:
+            return None
+        text = str(context.tool_result)
+        noted = with_notes(text, outcome)
+        return noted if noted is not text else None
 
     def before_llm_call(self, context: Any) -> bool | None:
         run = self._run_of(context, create=False)

@@ -21,7 +21,6 @@ Install with ``pip install 'fuzeguard[google-adk]'``.
 
 from __future__ import annotations
 
-import threading
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +34,7 @@ from google.adk.tools.tool_context import ToolContext
 from google.genai import types
 
 from fuzeguard._private.exceptions import LoopDetected
+from fuzeguard._private.forksafe import new_lock
 from fuzeguard.integrations._calls import ToolCalls, final_answer, stop_message, warning_note
 from fuzeguard.integrations._hooked import Invocations
 
@@ -59,7 +59,7 @@ class LoopGuardPlugin(BasePlugin):
         self.calls = ToolCalls(**options)
         self._invocations = Invocations()
         self._killed: OrderedDict[str, LoopDetected] = OrderedDict()
-        self._lock = threading.Lock()
+        self._lock = new_lock()
 
     def killed(self, session_id: str) -> LoopDetected | None:
         """The ``LoopDetected`` of the last invocation of session ``session_id`` that a kill
@@ -105,11 +105,16 @@ class LoopGuardPlugin(BasePlugin):
             return None
         outcome.done(result)
         detection = outcome.warning
-        if detection is None:
+        notes = outcome.run_notes()
+        if detection is None and not notes:
             return None
         # ADK shows the model a tool's dict as it is, anything else as {"result": value}.
         shown = result if isinstance(result, dict) else {"result": result}
-        return {**shown, "loop_warning": warning_note(detection)}
+        if detection is not None:
+            shown = {**shown, "loop_warning": warning_note(detection)}
+        if notes:
+            shown = {**shown, "note": "\n\n".join(notes)}
+        return shown
 
     async def on_tool_error_callback(
         self, *, tool: BaseTool, tool_args: dict[str, Any], tool_context: ToolContext,

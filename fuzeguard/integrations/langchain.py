@@ -9,7 +9,8 @@ final ``AIMessage`` saying why (the model is not asked again), ``"error"`` raise
 refused: a kill is sticky). Every refused call is answered, so no tool call is left unanswered in
 the history; with ``"error"`` the exception is raised from the next model step, outside any tool
 middleware (an outer ``ToolErrorMiddleware`` or ``ToolRetryMiddleware`` cannot catch it). A warned
-call's ``ToolMessage`` carries a short note for the model.
+call's ``ToolMessage`` carries a short note for the model, and so does the next ``ToolMessage``
+after the run gathered notes for it (``run.notes()``: budget warnings, a resume's note).
 
 Each ``invoke`` / ``ainvoke`` of the agent is a run of its own (``before_agent`` opens it, its id
 rides in the agent's state, ``after_agent`` closes it); a ``fuzeguard.run()`` current at the
@@ -23,7 +24,6 @@ Install with ``pip install 'fuzeguard[langchain]'``.
 from __future__ import annotations
 
 import os
-import threading
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractContextManager, nullcontext
@@ -35,12 +35,12 @@ from langchain_core.messages import AIMessage, ToolMessage
 from typing_extensions import NotRequired
 
 from fuzeguard._private.exceptions import LoopDetected
+from fuzeguard._private.forksafe import new_lock
 from fuzeguard._private.run import Run, current_run
 from fuzeguard.integrations._calls import (
     Outcome,
     ToolCalls,
     final_answer,
-    warning_note,
 )
 from fuzeguard.integrations._calls import (
     exit_behavior as exit_behavior_of,
@@ -78,7 +78,7 @@ class LoopGuardMiddleware(AgentMiddleware):
         self.exit_behavior = exit_behavior_of(exit_behavior, ("end", "error", "continue"))
         self.calls = ToolCalls(**options)
         self._runs: OrderedDict[str, Run] = OrderedDict()  # the invocations under way, by id
-        self._lock = threading.Lock()
+        self._lock = new_lock()
 
     state_schema = GuardState
 
@@ -204,12 +204,15 @@ class LoopGuardMiddleware(AgentMiddleware):
 
 
 def _noted(result: Any, outcome: Outcome) -> Any:
-    """A warned call's ``ToolMessage`` with the warning note added to its text for the model."""
-    detection = outcome.warning
-    if detection is None or not isinstance(result, ToolMessage):
+    """A call's ``ToolMessage`` with the notes for the model (a warning, the run's notes) added
+    to its text."""
+    if not isinstance(result, ToolMessage):
+        return result
+    notes = outcome.notes()
+    if not notes:
         return result
     content = result.content
-    note = warning_note(detection)
+    note = "\n\n".join(notes)
     if isinstance(content, str):
         return result.model_copy(update={"content": f"{content}\n\n{note}"})
     return result.model_copy(update={"content": [*content, {"type": "text", "text": note}]})

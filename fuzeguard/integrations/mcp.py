@@ -36,17 +36,16 @@ import functools
 import importlib
 import inspect
 import json
-import threading
 import weakref
 from collections.abc import Awaitable, Callable, Hashable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from fuzeguard._private.exceptions import LoopDetected
+from fuzeguard._private.forksafe import new_lock
 from fuzeguard._private.guard import Guard, Pending, Skipped, guard
 from fuzeguard._private.log import emit
-from fuzeguard._private.records import Detection
 from fuzeguard._private.run import Run, make_current, restore_current
-from fuzeguard.integrations._calls import ToolCalls, stop_message, warning_note, with_note
+from fuzeguard.integrations._calls import Outcome, ToolCalls, stop_message, with_notes
 from fuzeguard.integrations._runs import KeyedRuns
 
 if TYPE_CHECKING:
@@ -143,7 +142,7 @@ class LoopGuardMiddleware:
         finally:
             restore_current(token)
         if outcome.runs:
-            return _noted(result, outcome.warning)
+            return _noted(result, outcome)
         if outcome.skipped is not None:
             return _skip_result(outcome.skipped.value)
         assert outcome.killed is not None
@@ -167,17 +166,22 @@ def _result(text: str, *, error: bool, structured: dict[str, Any] | None = None)
     )
 
 
-def _noted(result: Any, warning: Detection | None) -> Any:
-    """A warned call's result with the warning note as one more text block."""
-    if warning is None:
-        return result
+def _noted(result: Any, outcome: Outcome) -> Any:
+    """A result with the notes for the model (a warning, the run's notes) as more text blocks."""
     from mcp.types import CallToolResult, TextContent  # mcp 2.x
 
-    note = TextContent(type="text", text=warning_note(warning))
     if isinstance(result, CallToolResult):
-        return result.model_copy(update={"content": [*result.content, note]})
+        notes = outcome.notes()
+        if not notes:
+            return result
+        blocks = [TextContent(type="text", text=note) for note in notes]
+        return result.model_copy(update={"content": [*result.content, *blocks]})
     if isinstance(result, dict) and isinstance(result.get("content"), list):
-        return {**result, "content": [*result["content"], note.model_dump(by_alias=True)]}
+        notes = outcome.notes()
+        if not notes:
+            return result
+        dumped = [TextContent(type="text", text=note).model_dump(by_alias=True) for note in notes]
+        return {**result, "content": [*result["content"], *dumped]}
     return result
 
 
@@ -194,7 +198,7 @@ def _shown(result: Any) -> Any:
 
 _session_runs: weakref.WeakKeyDictionary[Any, Run] = weakref.WeakKeyDictionary()
 _keyed_runs = KeyedRuns("mcp-session", limit=MAX_SESSIONS)
-_session_lock = threading.Lock()
+_session_lock = new_lock()
 
 
 def _session_run(session_key: Callable[[Any], Hashable]) -> Run | None:
@@ -227,9 +231,8 @@ def _leave(token: contextvars.Token[tuple[Run, ...]] | None) -> None:
 
 
 def _with_warning(result: Any, started: Pending) -> Any:
-    """A warned call's text result with the warning note for the model."""
-    decision = started.decision
-    return with_note(result, decision.detection if decision.action == "warn" else None)
+    """A text result with the notes for the model (a warning, the run's notes)."""
+    return with_notes(result, Outcome(pending=started)) if isinstance(result, str) else result
 
 
 def _tool_error(exc: LoopDetected) -> Exception:

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import contextvars
 import json
-import threading
 import weakref
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +39,7 @@ from agents.tool_guardrails import (
     ToolOutputGuardrailData,
 )
 
+from fuzeguard._private.forksafe import new_lock
 from fuzeguard._private.run import Run
 from fuzeguard.integrations._calls import (
     ExitBehavior,
@@ -47,7 +47,7 @@ from fuzeguard.integrations._calls import (
     ToolCalls,
     final_answer,
     stop_message,
-    with_note,
+    with_notes,
 )
 from fuzeguard.integrations._calls import (
     exit_behavior as exit_behavior_of,
@@ -78,7 +78,7 @@ class LoopGuard:
         self.runs = InvocationRuns()
         # A call that goes ahead, by its ToolContext (the same object reaches both guardrails).
         self._in_flight: weakref.WeakKeyDictionary[Any, Outcome] = weakref.WeakKeyDictionary()
-        self._lock = threading.Lock()
+        self._lock = new_lock()
         self.input_guardrail: ToolInputGuardrail[Any] = ToolInputGuardrail(
             guardrail_function=self._before, name="fuzeguard"
         )
@@ -174,10 +174,10 @@ class LoopGuard:
         if outcome is None:
             return ToolGuardrailFunctionOutput.allow()
         outcome.done(data.output)
-        warning = outcome.warning
-        if warning is not None:
-            text = data.output if isinstance(data.output, str) else str(data.output)
-            return ToolGuardrailFunctionOutput.reject_content(with_note(text, warning))
+        text = data.output if isinstance(data.output, str) else str(data.output)
+        noted = with_notes(text, outcome)
+        if noted is not text:  # a warning or the run's notes for the model
+            return ToolGuardrailFunctionOutput.reject_content(noted)
         return ToolGuardrailFunctionOutput.allow()
 
 

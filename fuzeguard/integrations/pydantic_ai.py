@@ -32,7 +32,7 @@ from pydantic_ai.toolsets import AbstractToolset, WrapperToolset
 from pydantic_ai.toolsets.abstract import ToolsetTool
 
 from fuzeguard._private.exceptions import LoopDetected
-from fuzeguard.integrations._calls import ExitBehavior, ToolCalls, final_answer, with_note
+from fuzeguard.integrations._calls import ExitBehavior, ToolCalls, final_answer, with_notes
 from fuzeguard.integrations._calls import exit_behavior as exit_behavior_of
 from fuzeguard.integrations._runs import InvocationRuns, invocation, invocation_run, open_run, within
 
@@ -65,7 +65,7 @@ class LoopGuardToolset(WrapperToolset[Any]):
             name, tool_args, lambda: self.wrapped.call_tool(name, tool_args, ctx, tool)
         )
         if outcome.runs:
-            return with_note(result, outcome.warning)
+            return with_notes(result, outcome)
         if outcome.skipped is not None:
             return outcome.skipped.value
         raise outcome.error()

@@ -35,7 +35,7 @@ from smolagents.memory import ActionStep, FinalAnswerStep
 from fuzeguard._private.exceptions import LoopDetected
 from fuzeguard._private.guard import guard
 from fuzeguard._private.run import Run, current_run
-from fuzeguard.integrations._calls import ExitBehavior, ToolCalls, final_answer, stop_message, with_note
+from fuzeguard.integrations._calls import ExitBehavior, ToolCalls, final_answer, stop_message, with_notes
 from fuzeguard.integrations._calls import exit_behavior as exit_behavior_of
 from fuzeguard.integrations._runs import invocation, new_run, user_run, within
 
@@ -91,7 +91,7 @@ class LoopGuard:
                 with within(run):
                     outcome, result = calls.call(name, arguments, lambda: forward(*args, **kwargs))
             if outcome.runs:
-                return with_note(result, outcome.warning)
+                return with_notes(result, outcome)
             if outcome.skipped is not None:
                 return outcome.skipped.value
             assert outcome.killed is not None

@@ -34,7 +34,7 @@ from strands.hooks import (
 from strands.types.tools import ToolResultContent
 
 from fuzeguard._private.exceptions import LoopDetected
-from fuzeguard.integrations._calls import ToolCalls, final_answer, stop_message, warning_note
+from fuzeguard.integrations._calls import ToolCalls, final_answer, stop_message
 from fuzeguard.integrations._hooked import Invocation, Invocations
 
 if TYPE_CHECKING:
@@ -103,10 +103,10 @@ class LoopGuard:
             outcome.fail(event.exception)
             return
         outcome.done([block.get("text", block) for block in result.get("content", [])])
-        detection = outcome.warning
-        if detection is not None:
-            note: ToolResultContent = {"text": warning_note(detection)}
-            event.result = {**result, "content": [*result.get("content", []), note]}
+        notes = outcome.notes()
+        if notes:
+            blocks: list[ToolResultContent] = [{"text": note} for note in notes]
+            event.result = {**result, "content": [*result.get("content", []), *blocks]}
 
     def _after_tools(self, event: AfterToolsEvent) -> None:
         run = self._invocation(event.invocation_state).run

@@ -477,10 +477,9 @@ class RedisStore:
         reply: Any = None
         error: BaseException | None = None
         while True:
-            try:
-                request = steps.send(reply) if error is None else steps.throw(error)
-            except StopIteration as stop:
-                result: T = stop.value
+            done, request = _advance(steps, reply, error)
+            if done:
+                result: T = request
                 return result
             error = None
             try:
@@ -498,11 +497,10 @@ class RedisStore:
         error: BaseException | None = None
         while True:
             with run._lock:
-                try:
-                    request = steps.send(reply) if error is None else steps.throw(error)
-                except StopIteration as stop:
-                    result: T = stop.value
-                    return result
+                done, request = _advance(steps, reply, error)
+            if done:
+                result: T = request
+                return result
             error = None
             try:
                 if request[0] is ASK:
@@ -1002,6 +1000,15 @@ class RedisStore:
             run._clear()
             run.resets = 0
             run.id = os.urandom(6).hex()
+
+
+def _advance(steps: Steps[Any], reply: Any, error: BaseException | None) -> tuple[bool, Any]:
+    """Send ``steps`` the reply (or throw it the error): (False, its next request), or (True,
+    its result) once it returned."""
+    try:
+        return False, steps.send(reply) if error is None else steps.throw(error)
+    except StopIteration as stop:
+        return True, stop.value
 
 
 def _listed(value: Any) -> bool:
