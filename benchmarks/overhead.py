@@ -7,13 +7,20 @@ is the guarded time minus the time of the same calls made bare. Arguments are di
 call and each tool answers something new, so no layer has a reason to fire; every batch checks
 that none did.
 
-Three workloads with the default layers: one tool returning an int, one tool returning a short
-string (the query reversed), and a rotation of three tools returning ints (no tool repeated within
-three calls). Each batch is one run of thousands of calls, far more than any function is called in
-a task, so these rows set ``max_iterations`` high: the iteration layer then checks its count, as it
-does for every function called fewer than 25 times. With the built-in cap instead, every call past
-a function's 25th also judges whether its recent calls were productive: the rotation is measured
-that way too, in its own row.
+Three workloads with the default layers, each with its target:
+
+- one tool returning an int (``count``, of kind ``other``);
+- one tool of an acknowledging kind returning a short text (``convert``, kind ``other``: a new
+  acknowledgement on every call, "converted" and the query reversed);
+- a rotation of three read/search tools (``search_docs``, ``read_page``, ``find_refs``) whose
+  text answers change on every call (a dozen random words each, new to the run).
+
+Each batch is one run of thousands of calls, far more than any function is called in a task, so
+these rows set ``max_iterations`` high: the iteration layer then checks its count, as it does for
+every function called fewer than 25 times. With the built-in cap instead, every call past a
+function's 25th also judges whether its recent calls were productive: the rotation is measured
+that way too, in its own row. Peers (``peers.py``) are measured on the same calls, in the same
+process, interleaved with the rest.
 """
 
 from __future__ import annotations
@@ -21,16 +28,22 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from _common import Row, floor_batch, median, per_call, queries, us
+import peers
+from _common import Row, floor_batch, median, per_call, queries, text, us
 
 import fuzeguard
 from fuzeguard import Config, guard
 from fuzeguard._private.fingerprint import fingerprint
+from fuzeguard._private.kinds import infer_kind
 from fuzeguard.layers import BUILTIN_LAYERS
+from fuzeguard.layers._evidence import ACKNOWLEDGING, INFORMING
 
-TARGET = 2.0
+# The issue's targets, guarded overhead / floor, per workload.
+TARGETS = {"int": 2.5, "text": 3.0, "rotation": 4.0}
 # Far above any batch: the count is checked, never reached (see the module doc).
 HIGH_CAP = {"max_iterations": 10**9}
+# The answers of the read/search tools, one per call: short texts new to the run.
+ANSWERS: list[str] = []
 
 
 def count(query: str, limit: int) -> int:
@@ -38,25 +51,26 @@ def count(query: str, limit: int) -> int:
     return limit * 7
 
 
-def search(query: str, limit: int) -> str:
-    """The short-string tool: as cheap as a function can be while answering something new (an
-    answer that only echoed the query would be no news to the progress layer)."""
-    return query[::-1]
+def convert(query: str, limit: int) -> str:
+    """The acknowledging tool: as cheap as a function can be while answering something new."""
+    return "converted " + query[::-1]
 
 
-def score(query: str, limit: int) -> int:
-    return limit + 1
+def search_docs(query: str, limit: int) -> str:
+    return ANSWERS[limit]
 
 
-def rank(query: str, limit: int) -> int:
-    return limit + 2
+def read_page(query: str, limit: int) -> str:
+    return ANSWERS[limit]
 
 
-def tally(query: str, limit: int) -> int:
-    return limit + 3
+def find_refs(query: str, limit: int) -> str:
+    return ANSWERS[limit]
 
 
-ROTATION = (score, rank, tally)
+ROTATION = (search_docs, read_page, find_refs)
+assert infer_kind(count.__name__) in ACKNOWLEDGING and infer_kind(convert.__name__) in ACKNOWLEDGING
+assert all(infer_kind(f.__name__) in INFORMING for f in ROTATION)
 
 
 def _batch(tools: tuple[Callable[..., Any], ...], qs: list[str]) -> Callable[[], None]:
@@ -88,6 +102,7 @@ def measure(quick: bool) -> tuple[list[Row], dict[str, float]]:
     calls = 2_000 if quick else 10_000
     repeats = 3 if quick else 21
     qs = queries(calls, seed=1)
+    ANSWERS[:] = [text(80, seed=10_000 + i) for i in range(calls)]
     bound = [{"query": q, "limit": i} for i, q in enumerate(qs)]
 
     floor = floor_batch(bound)
@@ -100,14 +115,16 @@ def measure(quick: bool) -> tuple[list[Row], dict[str, float]]:
         "floor": floor,
         "fingerprint": ours,
         "bare int": _bare((count,), qs),
-        "bare str": _bare((search,), qs),
+        "bare text": _bare((convert,), qs),
         "bare rotation": _bare(ROTATION, qs),
         "int": _batch((guard(count, **HIGH_CAP),), qs),
-        "str": _batch((guard(search, **HIGH_CAP),), qs),
+        "text": _batch((guard(convert, **HIGH_CAP),), qs),
         "rotation": _batch(tuple(guard(f, **HIGH_CAP) for f in ROTATION), qs),
         "rotation, built-in cap": _batch(tuple(guard(f) for f in ROTATION), qs),
-        "all": _batch((guard(search, layers=list(BUILTIN_LAYERS), **HIGH_CAP),), qs),
+        "all": _batch((guard(convert, layers=list(BUILTIN_LAYERS), **HIGH_CAP),), qs),
         "core": _batch((guard(count, layers=[]),), qs),
+        "peer: one counter": _bare((peers.stacked(count, 1),), qs),
+        "peer: three counters": _bare((peers.stacked(count, 3),), qs),
     }
     samples: dict[str, list[float]] = {name: [] for name in variants}
     for fn in variants.values():  # warm-up: plans resolved, caches filled
@@ -119,11 +136,13 @@ def measure(quick: bool) -> tuple[list[Row], dict[str, float]]:
     base = t["floor"]
     over = {
         "int": t["int"] - t["bare int"],
-        "str": t["str"] - t["bare str"],
+        "text": t["text"] - t["bare text"],
         "rotation": t["rotation"] - t["bare rotation"],
         "rotation, built-in cap": t["rotation, built-in cap"] - t["bare rotation"],
-        "all": t["all"] - t["bare str"],
+        "all": t["all"] - t["bare text"],
         "core": t["core"] - t["bare int"],
+        "peer: one counter": t["peer: one counter"] - t["bare int"],
+        "peer: three counters": t["peer: three counters"] - t["bare int"],
     }
 
     def ratio(name: str) -> str:
@@ -139,23 +158,38 @@ def measure(quick: bool) -> tuple[list[Row], dict[str, float]]:
             us(t["int"])),
     ]
     for name, what in (
-        ("int", "int result"),
-        ("str", "short string result"),
-        ("rotation", "rotation of three tools"),
+        ("int", "one tool, int result"),
+        ("text", "one tool of an acknowledging kind, short text result"),
+        ("rotation", "rotation of three read/search tools, changing text results"),
     ):
         rows.append(Row(
             "1. overhead", f"guarded overhead / floor, default layers, {what}", ratio(name),
-            f"≤ {TARGET:g}x", over[name] / base <= TARGET,
+            f"≤ {TARGETS[name]:g}x", over[name] / base <= TARGETS[name],
         ))
     rows += [
-        Row("1. overhead", "guarded overhead / floor, default layers, rotation of three tools, "
-            "built-in iteration cap (each tool past its 25th call)", ratio("rotation, built-in cap")),
+        Row("1. overhead", "guarded overhead / floor, default layers, rotation of three "
+            "read/search tools, built-in iteration cap (each tool past its 25th call)",
+            ratio("rotation, built-in cap")),
         Row("1. overhead", "guarded overhead / floor, no layers (the core: binding, both "
             "fingerprints, records, locks), int result", ratio("core")),
         Row("1. overhead", "share of the int overhead spent in the default layers",
             f"{(over['int'] - over['core']) / over['int']:.0%}"),
         Row("1. overhead", f"guarded overhead / floor, all layers ({', '.join(BUILTIN_LAYERS)}), "
-            "short string result", ratio("all")),
+            "short text result", ratio("all")),
+        Row("1. overhead", "peer on the same calls (reads no result): a \"3 identical calls in a "
+            "row\" counter, overhead / floor", ratio("peer: one counter")),
+        Row("1. overhead", "peer on the same calls: three such counters stacked, overhead / floor",
+            ratio("peer: three counters")),
     ]
     times = {"floor": base, "bare": t["bare int"], "default": t["int"], "core": t["core"]}
     return rows, times
+
+
+if __name__ == "__main__":
+    import sys
+
+    from _common import machine
+
+    print(f"load average (1, 5, 15 min): {machine()['load average at start (1, 5, 15 min)']}")
+    for row in measure(quick="--quick" in sys.argv)[0]:
+        print(f"{row.name}: {row.value} {row.verdict}".rstrip())

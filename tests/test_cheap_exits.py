@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import random
 import re
+import threading
 import zlib
 from collections.abc import Callable
 from typing import Any
@@ -14,12 +16,14 @@ import pytest
 import fuzeguard
 from fuzeguard import Config, guard
 from fuzeguard._private import outcome
+from fuzeguard._private.completion import Deferred
 from fuzeguard._private.fingerprint import fingerprint
 from fuzeguard._private.layer import RunView
 from fuzeguard._private.outcome import mask_text, reads_as_error, skeleton
 from fuzeguard._private.records import IN_FLIGHT, Call, CallRecord, Detection
-from fuzeguard.layers import Cycle, Iterations, Progress
+from fuzeguard.layers import Cycle, Dedup, Iterations, Progress, Semantic
 from fuzeguard.layers._content import content_of, echo_of, observe
+from fuzeguard.layers._quiet import quiet_check
 from fuzeguard.layers._similarity import SKETCH_SIZE, Chant, ChantScanner, sketch
 from fuzeguard.layers.iterations import DEFAULT_CAP, MIN_EVIDENCE, PRODUCTIVE_SHARE, WAIVER_WINDOW
 
@@ -109,6 +113,36 @@ def _tools(names: list[str], body: Callable[[str], Any], layer: object) -> dict[
         fn.__name__ = fn.__qualname__ = name
         tools[name] = guard(fn, layers=[layer])
     return tools
+
+
+def _random_runs(
+    rng: random.Random, names: list[str], layer: object, answers: list[Any], *, in_flight: float,
+    lengths: tuple[int, int], args: list[str], streak: float,
+) -> None:
+    """150 runs of random calls of tools named ``names``, judged by ``layer`` alone: each answers
+    one of ``answers`` ("boom" raises, "new" is new to the run), sometimes while another call
+    runs (``in_flight``); the first tool of a run's pool is called with probability ``streak``,
+    else any of the pool; arguments are drawn from ``args`` ("new" is new to the run)."""
+
+    def body(arg: str) -> Any:
+        if rng.random() < in_flight:  # a call made while this one runs: this one is in flight
+            tools[rng.choice(names)](rng.choice(["a", "b"]))
+        answer = rng.choice(answers)
+        if answer == "boom":
+            raise ValueError("failed")
+        return f"new {arg}" if answer == "new" else answer
+
+    tools = _tools(names, body, layer)
+    for _ in range(150):
+        pool = rng.sample(names, rng.randint(1, 3))
+        with fuzeguard.run("random", config=Config()):
+            for i in range(rng.randint(*lengths)):
+                arg = rng.choice(args)
+                try:
+                    tools[pool[0] if rng.random() < streak else rng.choice(pool)](
+                        f"new {i}" if arg == "new" else arg)
+                except ValueError:
+                    pass
 
 
 class _BothWays:
@@ -251,28 +285,12 @@ class _ProgressBothWays:
 
 
 def test_the_progress_layers_cheap_exit_never_hides_what_the_full_judgement_finds() -> None:
-    rng = random.Random(6)
     both = _ProgressBothWays(Progress())
-    names = ["search_docs", "write_file", "get_status", "plan", "bash"]
-
-    def body(arg: str) -> str:
-        if rng.random() < 0.1:  # a call made while this one runs: this one is in flight
-            tools[rng.choice(names)](rng.choice(["a", "b"]))
-        answer = rng.choice(["No results found.", "OK", "same words here", "boom", f"new {arg}"])
-        if answer == "boom":
-            raise ValueError("failed")
-        return answer
-
-    tools = _tools(names, body, both)
-    for _ in range(150):
-        pool = rng.sample(names, rng.randint(1, 3))
-        with fuzeguard.run("progress", config=Config()):
-            for i in range(rng.randint(5, 40)):
-                arg = rng.choice(["a", "b", "c", f"new {i}"])
-                try:
-                    tools[rng.choice(pool)](arg)
-                except ValueError:
-                    pass
+    _random_runs(
+        random.Random(6), ["search_docs", "write_file", "get_status", "plan", "bash"], both,
+        ["No results found.", "OK", "same words here", "boom", "new"], in_flight=0.1,
+        lengths=(5, 40), args=["a", "b", "c", "new"], streak=0.0,
+    )
     assert sum(full is not None for _, full in both.pairs) > 20  # the full judgement does fire
     for cheap, full in both.pairs:
         assert cheap == full
@@ -343,3 +361,151 @@ def test_a_remembered_key_verdict_is_the_verdict_whatever_volatile_names_the_use
         assert outcome.is_volatile_key(key, extra) == expected, (key, extra)
     assert len(outcome._KEY_VERDICTS) <= outcome._KEYS_REMEMBERED
     assert all(len(key) <= outcome._KEY_REMEMBERED for key in outcome._KEY_VERDICTS)
+
+
+class _QuietBothWays:
+    """Asks the combined cheap exit and each default layer about every call, keeps both."""
+
+    name = "quiet_both_ways"
+    history_needed = 200
+
+    def __init__(self, stack: list[Any]) -> None:
+        self.stack = stack
+        self.quiet = quiet_check(stack)
+        self.answers: list[tuple[bool, list[Detection | None]]] = []
+
+    def check(self, run: RunView, call: Call) -> None:
+        state: Any = run
+        assert self.quiet is not None
+        settled = self.quiet(state._history, state._by_args, state._calls_by_fn, state._errors,
+                             call)
+        self.answers.append((settled, [layer.check(run, call) for layer in self.stack]))
+
+
+@pytest.mark.parametrize("options", [{}, {"max_iterations": 6, "cycle_min_length": 3},
+                                     {"cycle_warn_repeats": 0, "repeat_threshold": 1}])
+def test_the_default_stacks_combined_cheap_exit_settles_only_calls_every_layer_lets_go(
+    options: dict[str, Any],
+) -> None:
+    settings = {**Config().settings_for(None), **options}
+    stack = [
+        cls(**{f: settings[f] for f in cls.__dataclass_fields__ if f in settings})
+        for cls in (Iterations, Dedup, Cycle, Progress)
+    ]
+    both = _QuietBothWays(stack)
+    assert both.quiet is not None and both.quiet.others == ()
+    _random_runs(
+        random.Random(8), ["search_docs", "write_file", "get_status", "convert", "bash", "think"],
+        both, ["No results found.", "OK", "same words", "boom", "new", 7], in_flight=0.05,
+        lengths=(2, 40), args=["a", "b", "new", "new", "new"], streak=0.6,
+    )
+    settled = [found for quiet, found in both.answers if quiet]
+    assert len(settled) > 300 and len(settled) < len(both.answers)  # both answers are exercised
+    assert sum(any(found) for _, found in both.answers) > 20  # and the layers do fire
+    for found in settled:
+        assert found == [None] * 4
+
+
+def test_the_combined_cheap_exit_is_made_only_for_a_stack_holding_the_four_default_layers() -> None:
+    four = [Iterations(), Dedup(), Cycle(), Progress()]
+    assert quiet_check(four) is not None
+    assert quiet_check(four[:3]) is None
+    assert quiet_check([*four, Dedup()]) is None
+    semantic = Semantic()
+    made = quiet_check([*four, semantic])
+    assert made is not None and made.others == (semantic,)
+
+
+def _detections_and_records(defer: bool, seed: int) -> tuple[list[Any], list[Any], int]:
+    """Random runs of acknowledging tools that answer short texts (now and then the same one),
+    with what the layers keep of each text extracted at completion or when first read."""
+    rng = random.Random(seed)
+    config = Config.from_dict({"defaults": {"on_loop": "warn"}})
+    tools = []
+    for name in ("convert", "save_note", "tag_item"):
+        def body(arg: str) -> str:
+            return rng.choice([f"converted {arg}", "OK", f"saved {arg}\nline two", arg, "done"])
+
+        body.__name__ = name
+        tool = guard(body)
+        plan = tool.guard.plan(config)  # type: ignore[attr-defined]
+        assert plan.defer
+        tool.guard._plans[id(config)] = (config, dataclasses.replace(plan, defer=defer))  # type: ignore[attr-defined]
+        tools.append(tool)
+    detections: list[Any] = []
+    records: list[Any] = []
+    deferred = 0
+    for _ in range(60):
+        with fuzeguard.run("deferred", config=config) as run:
+            for i in range(rng.randint(2, 40)):
+                tools[0 if rng.random() < 0.7 else rng.randrange(3)](
+                    rng.choice(["a", "b", f"new {i}", f"new {i}"]))
+            detections += [(d.layer, d.call_index, d.action) for d in run.detections]
+            deferred += sum(type(r.features) is Deferred for r in run.history)
+            records += [(r.fn, r.index, r.args_fp, r.result_fp, r.error, r.kind, dict(r.features))
+                        for r in run.history]
+    return detections, records, deferred
+
+
+def test_features_extracted_when_first_read_give_the_verdicts_and_records_of_eager_ones() -> None:
+    eager = _detections_and_records(defer=False, seed=9)
+    deferred = _detections_and_records(defer=True, seed=9)
+    assert len(eager[0]) > 10  # the layers do fire on these runs
+    assert eager[2] == 0 and deferred[2] > 100  # and many extractions were deferred
+    assert deferred[:2] == eager[:2]
+
+
+def test_a_deferred_extraction_is_the_eager_one_and_reads_as_a_mapping() -> None:
+    @guard
+    def convert(name: str, size: int) -> str:
+        return name
+
+    plan = convert.guard.plan(Config())  # type: ignore[attr-defined]
+    for text in ["converted a.png", "a.png 12", "two words\nand a line", "", "one", "a b a b"]:
+        for arguments in ({"name": "a.png", "size": 3}, {"name": "words", "size": 1}):
+            eager = plan.features(arguments, text, None)
+            late = Deferred(plan, arguments, text)
+            assert late.get("content") == eager.get("content")
+            assert dict(late) == eager and late == eager and len(late) == len(eager)
+            assert ("content" in late) == ("content" in eager)
+
+
+@pytest.mark.parametrize(("source", "deferred"), [
+    ("def convert(name: str) -> str: ...", True),
+    ("def write_file(path: str) -> str: ...", True),
+    ("def search_docs(query: str) -> str: ...", False),  # informing: its masked units are read
+    ("def bash(command: str) -> str: ...", False),  # its kind may change with each command
+])
+def test_only_a_fixed_acknowledging_kind_has_its_features_extracted_when_first_read(
+    source: str, deferred: bool,
+) -> None:
+    namespace: dict[str, Any] = {}
+    exec(source, namespace)  # a function of that name and signature
+    fn = next(v for k, v in namespace.items() if k != "__builtins__")
+    assert guard(fn).guard.plan(Config()).defer is deferred  # type: ignore[attr-defined]
+    layers = guard(fn, layers=["iterations", "dedup", "progress", "semantic"])
+    assert layers.guard.plan(Config()).defer is False  # type: ignore[attr-defined]
+
+
+def test_a_deferred_extraction_read_by_many_threads_at_once_gives_each_the_eager_one() -> None:
+    @guard
+    def convert(name: str) -> str:
+        return name
+
+    plan = convert.guard.plan(Config())  # type: ignore[attr-defined]
+    texts = [f"converted file {i} of {i % 7}" for i in range(300)]
+    eager = [plan.features({"name": "f"}, text, None) for text in texts]
+    late = [Deferred(plan, {"name": "f"}, text) for text in texts]
+    start = threading.Barrier(8)
+    seen: list[list[Any]] = []
+
+    def read() -> None:
+        start.wait()
+        seen.append([deferred.get("content") for deferred in late])
+
+    threads = [threading.Thread(target=read) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert seen == [[features["content"] for features in eager]] * 8

@@ -12,7 +12,9 @@ import pytest
 
 import fuzeguard
 from fuzeguard import LoopDetected, guard
+from fuzeguard._private.plan import takes_part
 from fuzeguard.layers import (
+    BUILTIN_LAYERS,
     Call,
     Detection,
     Feature,
@@ -315,3 +317,36 @@ def test_builtin_layers_declare_their_hooks_through_the_protocols() -> None:
     assert not isinstance(Progress(), ObservesCalls)
     assert not isinstance(Progress(), ObservesResults)
     assert not isinstance(Progress(), WatchesStreams)
+
+
+_PROTOCOLS = (KeepsHistory, MayBeInert, ObservesCalls, ObservesResults, SharesFeatures,
+              WatchesStreams)
+
+
+def test_a_built_in_layers_remembered_protocol_answers_are_those_of_isinstance() -> None:
+    for cls in BUILTIN_LAYERS.values():
+        layer = cls()
+        for _ in range(2):  # asked, then remembered
+            for protocol in _PROTOCOLS:
+                assert takes_part(layer, protocol) == isinstance(layer, protocol), (cls, protocol)
+
+
+def test_a_custom_layers_hooks_are_looked_up_on_each_object_not_remembered_by_class() -> None:
+    class Custom:
+        name = "custom"
+
+        def check(self, run: object, call: object) -> None:
+            return None
+
+    plain, deep = Custom(), Custom()
+    deep.history_needed = 40  # type: ignore[attr-defined]
+    assert not takes_part(plain, KeepsHistory)
+    assert takes_part(deep, KeepsHistory)
+    assert not takes_part(plain, KeepsHistory)
+
+    @guard(layers=[deep])
+    def tool(x: int) -> int:
+        return x
+
+    with fuzeguard.run("deep"):
+        assert tool.guard.plan(fuzeguard.current_run().config).history_needed == 40  # type: ignore[attr-defined]

@@ -25,7 +25,14 @@ from fuzeguard._private.log import emit
 from fuzeguard._private.names import register, warn_unmatched
 from fuzeguard._private.plan import Plan, build_plan, check_layer_objects
 from fuzeguard._private.records import Call, Decision, Detection
-from fuzeguard._private.run import DetectHook, Run, _as_hooks, checked_discovered_config, current_run
+from fuzeguard._private.run import (
+    DetectHook,
+    Run,
+    _as_hooks,
+    _current,
+    checked_discovered_config,
+    current_run,
+)
 from fuzeguard._private.secrets import exception_text
 from fuzeguard._private.validation import validate_code_options
 from fuzeguard._private.watch import StreamWatch
@@ -125,7 +132,8 @@ class Guard:
             return None
         plan: Plan | None = None
         try:
-            run = current_run()
+            stack = _current.get()  # current_run(), inlined
+            run = stack[-1] if stack else current_run()
             config = run.config
             entry = self._plans.get(id(config))  # the cache hit of self.plan(), inlined
             plan = entry[1] if entry is not None and entry[0] is config else self.plan(config)
@@ -310,9 +318,14 @@ def finish(
         complete(run, plan, call, decision, t0 - run._start, time.monotonic() - t0, cost,
                  result, error, chunks is not None)
     except Exception as exc:
-        emit("error", "fuzeguard.internal_error", fn=call.fn, phase="record",
-             error=exception_text(exc))
-        run._discard(call)
+        _unrecorded(run, call, exc)
+
+
+def _unrecorded(run: Run, call: Call, error: Exception) -> None:
+    """Recording a call failed: logged, and the call leaves no record (it went ahead)."""
+    emit("error", "fuzeguard.internal_error", fn=call.fn, phase="record",
+         error=exception_text(error))
+    run._discard(call)
 
 
 def _shown(value: Any) -> str:
@@ -440,7 +453,14 @@ def _wrap(g: Guard) -> Callable[..., Any]:
                 finish(run, plan, call, decision, t0, box[0], None, exc)
                 raise
             cost_box.reset(token)
-            finish(run, plan, call, decision, t0, box[0], result, None)
+            if plan.settings.cost is not None or run._unbilled:
+                finish(run, plan, call, decision, t0, box[0], result, None)
+                return result
+            try:  # ``finish`` with nothing to add to the cost: straight to the record
+                complete(run, plan, call, decision, t0 - run._start, time.monotonic() - t0,
+                         box[0], result)
+            except Exception as exc:
+                _unrecorded(run, call, exc)
             return result
 
         wrapper = sync_wrapper

@@ -8,7 +8,7 @@ import re
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from fuzeguard._private.argprint import BindAndPrint, PrintBound, compile_binder, compile_printer
 from fuzeguard._private.config import Config
@@ -34,6 +34,9 @@ from fuzeguard._private.outcome import (
 )
 from fuzeguard._private.records import Call, Detection
 from fuzeguard._private.settings import Settings
+
+if typing.TYPE_CHECKING:
+    from fuzeguard.layers._quiet import Quiet
 
 ResultExtractor = tuple[str, Callable[[Any, BaseException | None], Any], tuple[str, ...]]
 CallExtractor = tuple[
@@ -215,6 +218,13 @@ class Plan:
     print_bound: PrintBound | None = None
     # What is kept of the calls that failed only (``Feature.failures_only``).
     failure_features: tuple[CallExtractor, ...] = ()
+    # The default layers' cheap exits in one look (``layers._quiet``); None when the stack does
+    # not hold them.
+    quiet: Quiet | None = None
+    # Whether what the layers keep of a short text result may be extracted when first read
+    # (``completion.Deferred``): the function's kind is fixed and acknowledging, and the content
+    # units are all that is kept.
+    defer: bool = False
 
     def kind_of(self, arguments: Mapping[str, Any]) -> str:
         """What this call does: the declared kind, or the inferred one refined by the arguments."""
@@ -307,6 +317,9 @@ def build_plan(
 ) -> Plan:
     """Resolve a guard's settings (defaults < file < [functions.NAME] < code) into a plan."""
     from fuzeguard.layers import BUILTIN_LAYERS
+    from fuzeguard.layers._content import CONTENT
+    from fuzeguard.layers._evidence import ACKNOWLEDGING
+    from fuzeguard.layers._quiet import quiet_check
 
     try:
         values = config.settings_for(name, overrides=options)
@@ -340,15 +353,19 @@ def build_plan(
     # layer whose settings leave it nothing to check (no limit set, no threshold) is left out
     # here rather than asked on every call.
     layers = [
-        layer for layer in layers if not (isinstance(layer, MayBeInert) and layer.inert)
+        layer for layer in layers
+        if not (takes_part(layer, MayBeInert) and cast(MayBeInert, layer).inert)
     ]
     needed = max(
-        (int(layer.history_needed) for layer in layers if isinstance(layer, KeepsHistory)),
+        (int(cast(KeepsHistory, layer).history_needed) for layer in layers
+         if takes_part(layer, KeepsHistory)),
         default=0,
     )
     binder = Binder(fn, settings.ignore_args)
     prefix = encode(name) + b"\x00"
     result_features, call_features, failure_features = _extractors(f"guard({name})", layers)
+    kind = infer_kind(name) if settings.kind == AUTO else settings.kind
+    infer = settings.kind == AUTO and may_refine(binder.parameter_names())
     return Plan(
         name=name,
         settings=settings,
@@ -363,9 +380,11 @@ def build_plan(
         result_features=result_features,
         requested=tuple(requested),
         call_features=call_features,
-        watchers=tuple(layer for layer in layers if isinstance(layer, WatchesStreams)),
-        kind=infer_kind(name) if settings.kind == AUTO else settings.kind,
-        infer=settings.kind == AUTO and may_refine(binder.parameter_names()),
+        watchers=tuple(
+            cast(WatchesStreams, layer) for layer in layers if takes_part(layer, WatchesStreams)
+        ),
+        kind=kind,
+        infer=infer,
         hooks=hooks,
         bind_and_print=(
             compile_binder(binder.names, binder.excluded, prefix) if binder.simple else None
@@ -375,7 +394,35 @@ def build_plan(
             if binder.fast else None
         ),
         failure_features=failure_features,
+        quiet=quiet_check(layers),
+        defer=(
+            not infer and kind in ACKNOWLEDGING and not result_features and bool(call_features)
+            and all(extract is CONTENT.extract for _, extract, _ in call_features)
+        ),
     )
+
+
+# What ``isinstance(layer, protocol)`` answered for each built-in layer class: a runtime-checkable
+# protocol looks each of its members up on the object, which costs more than the rest of building
+# a plan, and a built-in layer's answer depends on its class alone (its members are methods,
+# properties, class attributes and dataclass fields, always set).
+_BUILTIN_ANSWERS: dict[tuple[type, type], bool] = {}
+
+
+def takes_part(layer: object, protocol: type) -> bool:
+    """``isinstance(layer, protocol)`` for one of the optional layer protocols, remembered per
+    class for the built-in layers (asked every time of any other object, whose members may be
+    its own)."""
+    from fuzeguard.layers import BUILTIN_LAYERS
+
+    cls = type(layer)
+    if cls not in BUILTIN_LAYERS.values():
+        return isinstance(layer, protocol)
+    key = (cls, protocol)
+    answer = _BUILTIN_ANSWERS.get(key)
+    if answer is None:
+        answer = _BUILTIN_ANSWERS[key] = isinstance(layer, protocol)
+    return answer
 
 
 def check_layer_objects(where: str, items: tuple[Any, ...]) -> None:
@@ -430,12 +477,12 @@ def _extractors(
 
     for layer in layers:
         reader = layer.name
-        if isinstance(layer, ObservesCalls):
-            add(reader, layer, True, layer.observe_call, reader)
-        elif isinstance(layer, ObservesResults):
-            add(reader, layer, False, layer.observe_result, reader)
-        if isinstance(layer, SharesFeatures):
-            for feature in layer.features:
+        if takes_part(layer, ObservesCalls):
+            add(reader, layer, True, cast(ObservesCalls, layer).observe_call, reader)
+        elif takes_part(layer, ObservesResults):
+            add(reader, layer, False, cast(ObservesResults, layer).observe_result, reader)
+        if takes_part(layer, SharesFeatures):
+            for feature in cast(SharesFeatures, layer).features:
                 if not isinstance(feature, Feature):
                     raise TypeError(
                         f"{where}: layer {reader!r} lists {feature!r} in its features; "

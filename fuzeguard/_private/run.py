@@ -18,7 +18,6 @@ from fuzeguard._private import budget
 from fuzeguard._private.config import Config, discovered_config
 from fuzeguard._private.events import (
     EVENT_TYPES,
-    CallCompleted,
     CallInterrupted,
     CallRefused,
     CallStarted,
@@ -37,7 +36,6 @@ from fuzeguard._private.hooks import callable_name
 from fuzeguard._private.log import emit
 from fuzeguard._private.records import (
     Call,
-    CallRecord,
     Decision,
     Detection,
     LimitUsage,
@@ -532,6 +530,11 @@ class Run(RunState):
                 self._count(call, decision)
         if decision.action == "ask":
             decision = self._ask(plan, call, decision, self._count)
+        elif (
+            decision.action == "call" and not decision.detections and decision is not _REFUSED
+            and not self._unlogged and not self._outbox and CallStarted not in self._subs
+        ):
+            return call, decision  # a quiet call, with nothing to log or publish
         return self._decided(plan, call, decision)
 
     async def _adecide(
@@ -612,25 +615,6 @@ class Run(RunState):
         """A call that went ahead and never completed: it leaves no record."""
         self._discard(call)
         self._deliver(CallInterrupted(self, plan, call, decision, start, chunks))
-
-    def _completed(
-        self,
-        plan: Plan,
-        call: Call,
-        decision: Decision,
-        record: CallRecord,
-        result: Any,
-        error: BaseException | None,
-        stream: bool,
-    ) -> None:
-        """Book a completed call and publish it."""
-        if self._store is not None:
-            self._store.complete(self, record)
-        else:
-            with self._lock:
-                self._book(record)
-        if CallCompleted in self._subs or self._outbox:
-            self._deliver(CallCompleted(self, plan, call, decision, record, result, error, stream))
 
     def _discard(self, call: Call) -> None:
         """A call that went ahead but never completed (interrupted): it leaves no record."""

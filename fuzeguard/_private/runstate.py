@@ -278,18 +278,24 @@ class RunState:
             return call, Decision("kill", call.index, self._killed, ())
         if plan.history_needed > self._capacity:
             self._grow(plan.history_needed)
-        call = new_call(
-            plan.name, self._attempts + 1, args_fp, arguments, kind or plan.kind_of(arguments)
-        )
+        if not kind:
+            kind = plan.kind_of(arguments) if plan.infer else plan.kind
+        call = new_call(plan.name, self._attempts + 1, args_fp, arguments, kind)
         if self._stopped and args_fp in self._stopped:
             return call, self._stopped_again(call)
         if self._unseen:
             self._show_running()
-        if not plan.layers:
+        layers = plan.layers
+        quiet = plan.quiet
+        if quiet is not None and quiet(
+            self._history, self._by_args, self._calls_by_fn, self._errors, call
+        ):
+            layers = quiet.others  # the default layers would each let the call go ahead
+        if not layers:
             return call, new_decision("call", call.index)
         observe = plan.observe or state.mode_override == "observe"
         failures = self._layer_failures
-        decision = decide(self, call, plan.layers, plan.ladder, self._hit_count,
+        decision = decide(self, call, layers, plan.ladder, self._hit_count,
                           observe=observe, on_error=self._layer_failed)
         if self._layer_failures != failures and plan.settings.fail_closed:
             return call, _REFUSED  # a layer could not judge the call: refuse it
@@ -556,12 +562,18 @@ class RunState:
             # The common case: no other call was decided while this one ran. Inlined.
             self._unseen -= 1
             history = self._history
+            by_args = self._by_args
             if len(history) == history.maxlen:
-                self._evict()
+                old = history[0]
+                same = by_args.get(old.args_fp)
+                if same is not None and len(same) == 1 and same[0] is old:
+                    del by_args[old.args_fp]  # ``_evict`` when the oldest was its only call
+                else:
+                    self._evict()
             history.append(record)
-            same = self._by_args.get(record.args_fp)
+            same = by_args.get(record.args_fp)
             if same is None:
-                self._by_args[record.args_fp] = [record]
+                by_args[record.args_fp] = [record]
             else:
                 same.append(record)
         else:

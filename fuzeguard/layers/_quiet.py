@@ -1,0 +1,96 @@
+"""The default stack's cheap exits in one look: a quiet call settled without asking each layer.
+
+Most calls an agent makes are unremarkable. Each layer of the default stack (``iterations``,
+``dedup``, ``cycle``, ``progress``) has a cheap exit that settles such a call with a look or two at
+the run; ``Quiet`` makes those same looks once, in one function, for a plan whose stack holds those
+four built-in layers (whatever their settings). When it answers True, each of the four would have
+answered None on its own; when it answers False, nothing is concluded and the layers judge the call
+as usual. Any other layer of the stack is asked either way. ``tests/test_cheap_exits.py`` compares
+its answers with the layers' own on random runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from fuzeguard._private.layer import Layer
+from fuzeguard._private.records import Call, CallRecord
+from fuzeguard.layers._evidence import ACKNOWLEDGING, TRANSPARENT
+from fuzeguard.layers.cycle import WAIT_WARN_LAPS, Cycle
+from fuzeguard.layers.dedup import Dedup
+from fuzeguard.layers.iterations import DEFAULT_CAP, Iterations
+from fuzeguard.layers.progress import Progress
+
+_SETTLED = (Iterations, Dedup, Cycle, Progress)
+
+
+@dataclass(frozen=True, slots=True)
+class Quiet:
+    """The settings the four cheap exits read, and the layers of the stack they do not settle."""
+
+    cap: int  # iterations: the cap a function's count is checked against
+    errors: int  # dedup: failures in the run below which new arguments settle a call
+    laps: int  # cycle: the fewest calls any lap count needs
+    longest: int  # cycle: the longest cycle looked for
+    others: tuple[Layer, ...]  # the layers still asked about every call
+
+    def __call__(
+        self,
+        history: Sequence[CallRecord],
+        by_args: Mapping[bytes, Sequence[CallRecord]],
+        calls_by_fn: Mapping[str, int],
+        errors: int,
+        call: Call,
+    ) -> bool:
+        """True when every one of the four layers would settle ``call`` by its cheap exit, given
+        the run's history, argument index, calls per function and failures."""
+        fn = call.fn
+        # iterations: the function is under its cap. dedup: arguments new to the history, in a
+        # run with few failures.
+        if calls_by_fn.get(fn, 0) >= self.cap or errors >= self.errors or by_args.get(call.args_fp):
+            return False
+        n = len(history)
+        if n < 2:
+            return n + 1 < self.laps  # progress has nothing to judge; cycle: too short a run
+        # progress: the latest call was work of an acknowledging kind with arguments new to the
+        # history that did not fail, or its outcome is no evidence (a poll, an unknown result).
+        latest = history[n - 1]
+        kind = latest.kind
+        if kind in TRANSPARENT:
+            return False
+        if not (
+            (latest.error is None and kind in ACKNOWLEDGING
+             and len(by_args.get(latest.args_fp, ())) == 1)
+            or kind == "poll" or latest.result_fp is None
+        ):
+            return False
+        # cycle: too short a run for any lap count, or a streak of this one function whose
+        # pending call has new arguments (a lap of it alone cannot repeat the pending call).
+        if n + 1 < self.laps:
+            return True
+        if latest.fn != fn:
+            return False
+        high = self.longest if self.longest < n - 1 else n - 1
+        for k in range(1, high - 1):  # noqa: SIM110 - a plain loop: no generator per call
+            if history[n - 1 - k].fn != fn:
+                return False
+        return True
+
+
+def quiet_check(layers: Sequence[Layer]) -> Quiet | None:
+    """The combined cheap exit of a stack holding the four default layers once each, else None."""
+    found = {cls: [layer for layer in layers if type(layer) is cls] for cls in _SETTLED}
+    if any(len(same) != 1 for same in found.values()):
+        return None
+    iterations, dedup, cycle = found[Iterations][0], found[Dedup][0], found[Cycle][0]
+    assert isinstance(iterations, Iterations) and isinstance(dedup, Dedup)
+    assert isinstance(cycle, Cycle)
+    fewest = min(cycle.cycle_warn_repeats or cycle.cycle_repeats + 1, WAIT_WARN_LAPS)
+    return Quiet(
+        cap=DEFAULT_CAP if iterations.max_iterations is None else iterations.max_iterations,
+        errors=dedup.repeat_threshold,
+        laps=cycle.cycle_min_length * fewest,
+        longest=cycle.cycle_max_length,
+        others=tuple(layer for layer in layers if type(layer) not in _SETTLED),
+    )
