@@ -13,11 +13,11 @@ process. If the log moved, the script returns the events the process missed; it 
 judges the call again on the copy now up to date, and commits whatever the log did meanwhile
 (``RELAXED``), unless the run was killed or the call would go past the run's budgets, which the
 script checks itself: budgets and kills stay exact however many processes share the run, and a
-call takes at most two round trips. The completions of this process's earlier calls are not sent
-on their own: they wait in a short queue (``MAX_QUEUED``) and travel in front of the next decision,
-in the same script (a completion with a cost or an error is sent at once: the other processes judge
-their budgets by it). Every few dozen events a commit also carries a snapshot of the state, and the
-events before it are dropped.
+call takes two round trips at most unless it is refused or its process has to reload the run.
+The completions of this process's earlier calls are not sent on their own: they wait in a short
+queue (``MAX_QUEUED``) and travel in front of the next decision, in the same script (a completion
+with a cost or an error is sent at once: the other processes judge their budgets by it). Every few
+dozen events a commit also carries a snapshot of the state, and the events before it are dropped.
 
 **Lifetime.** Closing a run never deletes it: it lives until ``run.end()`` (or ``fuze end``) or
 until ``store_ttl`` after its last activity (every script renews the keys' time to live).
@@ -107,10 +107,10 @@ end
 _COMMIT = _MISSED + """
 local ttl, cap, me = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
 local n = #KEYS / 2
-local function over(m, calls_added)
+local function over(m)
   local w = redis.call('HMGET', m, 'calls', 'cost', 'max_calls', 'max_cost')
   local calls, cost = tonumber(w[1] or '0'), tonumber(w[2] or '0')
-  if calls_added > 0 and w[3] and w[3] ~= '' and calls >= tonumber(w[3]) then
+  if w[3] and w[3] ~= '' and calls >= tonumber(w[3]) then
     return {'max_calls', tostring(calls), w[3]}
   end
   if w[4] and w[4] ~= '' and cost >= tonumber(w[4]) then
@@ -133,14 +133,14 @@ if moved and mode == '2' then
   if gap == false then return {0, seq, gap, snapseq} end
   if tonumber(ARGV[8]) > 0 then
     if v[2] then return {0, seq, gap, snapseq} end
-    local o = over(KEYS[1], 1)
+    local o = over(KEYS[1])
     if o then return {2, seq, gap, snapseq, 0, o[1], o[2], o[3]} end
   end
 end
 for i = 2, n do
   local b = base + (i - 2) * 3
   if tonumber(ARGV[b + 2]) > 0 then
-    local o = over(KEYS[2 * i - 1], 1)
+    local o = over(KEYS[2 * i - 1])
     if o then return {2, seq, gap, snapseq, i - 1, o[1], o[2], o[3]} end
   end
 end
