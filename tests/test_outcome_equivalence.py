@@ -1,7 +1,8 @@
 """Faster forms of the outcome reading give exactly what the slower ones gave: the counter mask,
-grouped by leading character, masks what the plain alternation masked, and the error lines found
-between a text's ends are the same with the substring pre-test as without it; on every text of the
-labelled corpora, and on generated texts dense with counters."""
+grouped by leading character and made of the branches its probes find, masks what the plain
+alternation masked, and the error lines found between a text's ends are the same with only the
+branches whose words the text holds as with the whole pattern; on every text of the labelled
+corpora, and on generated texts dense with counters and error words."""
 
 from __future__ import annotations
 
@@ -62,11 +63,15 @@ def _corpus_texts() -> list[str]:
 
 
 def _masked_both_ways(texts: list[str], monkeypatch: pytest.MonkeyPatch) -> tuple[list[str], ...]:
-    grouped = [outcome.mask_text(t) for t in texts]
-    monkeypatch.setattr(outcome, "_WORD_LED", PLAIN)
+    """Each text masked as it is, and with the plain alternation of every branch in place of the
+    branches the probes keep (the same pre-test on the hints before it)."""
+    probed = [outcome.mask_text(t) for t in texts]
+    every = tuple(range(len(outcome._WORD_LED_BRANCHES)))
+    monkeypatch.setattr(outcome, "_LED_PROBES", ((lambda low: True, every),))
+    monkeypatch.setattr(outcome, "_LED_BY_BRANCHES", {every: PLAIN})
     plain = [outcome.mask_text(t) for t in texts]
     monkeypatch.undo()
-    return grouped, plain
+    return probed, plain
 
 
 def test_the_grouped_counter_mask_masks_the_corpora_exactly_as_before(
@@ -85,7 +90,8 @@ def test_the_grouped_counter_mask_matches_the_plain_one_on_texts_dense_with_coun
     pieces = [*outcome._COUNTERS, *(c.capitalize() for c in outcome._COUNTERS), "Line", "line",
               "LINE", "id", "ID", "Id", "xid", "messageId", "In", "Out", "Cell In", "/tmp/",
               "/var/folders/", "sess-", "job_", " ", "  ", ":", "=", "#", "[", "]", "'", '"',
-              "-", "_", ".", "\n", "7", "42", "2026", "ab12", "x"]
+              "-", "_", ".", "\n", "\t", "7", "42", "2026", "ab12", "x", "\u212a", "\u0130",
+              "Kelvin", "tmp", "/"]
     rng = random.Random(25)
     texts = ["".join(rng.choice(pieces) for _ in range(rng.randint(1, 40))) for _ in range(20_000)]
     for text in texts:
@@ -99,9 +105,25 @@ def test_the_error_lines_read_deep_in_the_corpora_are_the_same_without_the_pre_t
 ) -> None:
     texts = _corpus_texts()
     tested = [outcome.read_failure(t, True) for t in texts]
-    monkeypatch.setattr(outcome, "_may_hold_deep_error", lambda text: True)
+    monkeypatch.setattr(outcome, "_deep_error", lambda text: outcome._DEEP_ERROR)
     assert [outcome.read_failure(t, True) for t in texts] == tested
     assert sum(found is not None for found in tested) > 500
+
+
+def test_the_error_line_found_with_the_kept_branches_is_the_one_the_whole_pattern_finds() -> None:
+    pieces = ["ValueError", "Exception", "Error", "error", "ERROR", "fatal", "FATAL", "Fatal",
+              "[ERROR]", "[FATAL]", "BUILD FAILURE", "command not found", "Permission denied",
+              "No such file or directory", ":", " ", "\t", "\n", "- ", "E999 ", "x", "a.b", "'q'"]
+    rng = random.Random(26)
+    found = 0
+    for _ in range(20_000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(1, 30)))
+        whole = outcome._DEEP_ERROR.search(text)
+        kept = outcome._deep_error(text)
+        match = kept.search(text) if kept is not None else None
+        assert (whole and whole.span()) == (match and match.span()), text
+        found += whole is not None
+    assert found > 2000
 
 
 @pytest.mark.parametrize("line", [
@@ -110,7 +132,8 @@ def test_the_error_lines_read_deep_in_the_corpora_are_the_same_without_the_pre_t
     "cat: a: No such file or directory", "open: Permission denied", "- E999 SyntaxError: x",
     "KeyException: k",
 ])
-def test_every_deep_error_line_passes_the_pre_test(line: str) -> None:
+def test_every_deep_error_line_is_found_with_the_branches_kept_for_it(line: str) -> None:
     text = "start\n" + "filler line\n" * 300 + line + "\n" + "more filler\n" * 300 + "end"
     assert outcome._DEEP_ERROR.search(text)
-    assert outcome._may_hold_deep_error(line)
+    kept = outcome._deep_error(text)
+    assert kept is not None and kept.search(text).group() == outcome._DEEP_ERROR.search(text).group()

@@ -84,17 +84,25 @@ _VOLATILE_TOKEN = re.compile(
 )
 _COUNTERS = ("pid", "PID", "process", "attempt", "try", "retry", "revision", "rev", "execution",
              "iteration", "run", "job", "request", "session", "sess", "conversation", "build")
-_WORD_LED_BRANCHES: Final = (
+# The counters' branches, each beside a probe: a pattern that finds, in the lowercased text, what
+# every match of the branch holds (lowercasing maps the branch's letters one to one and leaves
+# spaces and digits as they are, so a text the branch matches is one its probe finds).
+_WORD_LED_PROBED: Final = (
     # pid 4242, session sess-17, job job_12
-    *(rf"{w}\s?[#:=]?\s?(?:[A-Za-z]{{1,8}}[-_])?\d+(?!\w)"
+    *((rf"{c.lower()}\s?[#:=]?\s?(?:[a-z]{{1,8}}[-_])?\d",
+       rf"{w}\s?[#:=]?\s?(?:[A-Za-z]{{1,8}}[-_])?\d+(?!\w)")
       for c in _COUNTERS for w in dict.fromkeys((c, c.capitalize()))),
-    r"Line\s\d+(?!\w)", r"line\s\d+(?!\w)", r"LINE\s\d+(?!\w)",  # line 47872, Cell In[1], line 10
-    r"id(?<![A-Za-z]id)\s?[=:]\s?[\"']?[\w.-]+",  # id=4, request_id: ab12
-    r"ID(?<![A-Za-z]ID)\s?[=:]\s?[\"']?[\w.-]+",
-    r"Id(?<=[a-z]Id)\s?[=:]\s?[\"']?[\w.-]+",  # messageId=om_1
-    r"In\s?\[\d+\]", r"Out\s?\[\d+\]", r"Cell In\s?\[\d+\]",  # notebook counters
-    r"/tmp/[^\s'\"/:]*\d[^\s'\"/:]*", r"/var/folders/[^\s'\"/:]*",  # temporary dirs
+    # line 47872, Cell In[1], line 10
+    *((r"line\s\d", rf"{w}\s\d+(?!\w)") for w in ("Line", "line", "LINE")),
+    (r"id\s?[=:]", r"id(?<![A-Za-z]id)\s?[=:]\s?[\"']?[\w.-]+"),  # id=4, request_id: ab12
+    (r"id\s?[=:]", r"ID(?<![A-Za-z]ID)\s?[=:]\s?[\"']?[\w.-]+"),
+    (r"id\s?[=:]", r"Id(?<=[a-z]Id)\s?[=:]\s?[\"']?[\w.-]+"),  # messageId=om_1
+    (r"in\s?\[\d", r"In\s?\[\d+\]"), (r"out\s?\[\d", r"Out\s?\[\d+\]"),  # notebook counters
+    (r"in\s?\[\d", r"Cell In\s?\[\d+\]"),
+    (r"/tmp/[^\s'\"/:]*\d", r"/tmp/[^\s'\"/:]*\d[^\s'\"/:]*"),  # temporary dirs
+    (r"/var/folders/", r"/var/folders/[^\s'\"/:]*"),
 )
+_WORD_LED_BRANCHES: Final = tuple(branch for _, branch in _WORD_LED_PROBED)
 
 
 def _by_first_character(branches: tuple[str, ...]) -> str:
@@ -116,6 +124,46 @@ _WORD_LED = re.compile(_by_first_character(_WORD_LED_BRANCHES))
 _WORD_HINTS: Final = ("id", "process", "attempt", "try", "rev", "execution", "iteration", "run",
                       "job", "request", "session", "conversation", "build", "[", "/tmp/",
                       "/var/folders/", "line ", "sess")
+# The probes, one search each (every probe starts with plain characters, which the engine skips
+# to), with the branches each one stands for.
+_LED_PROBES: Final = tuple(
+    (re.compile(probe).search, tuple(i for i, (p, _) in enumerate(_WORD_LED_PROBED) if p == probe))
+    for probe in dict.fromkeys(probe for probe, _ in _WORD_LED_PROBED)
+)
+# The counter mask made of the branches a text's probes found, by the branches' positions.
+_LED_BY_BRANCHES: dict[tuple[int, ...], re.Pattern[str]] = {}
+_LED_REMEMBERED: Final = 256
+
+
+def _word_led(text: str) -> re.Pattern[str] | None:
+    """The counter mask to apply to ``text``: ``_WORD_LED`` without the branches that match nowhere
+    in it, which the engine would otherwise try at every place one of their leading characters is
+    (a branch that matches nowhere takes no match from another: the result is the same). None
+    when ``_WORD_LED`` cannot match ``text``: it holds none of ``_WORD_HINTS``, or no probe finds
+    anything."""
+    low = text.lower()
+    for hint in _WORD_HINTS:  # noqa: SIM110 - a plain loop costs half of any() over a generator
+        if hint in low:
+            break
+    else:
+        return None
+    found: list[int] = []
+    for probe, branches in _LED_PROBES:
+        if probe(low):
+            found += branches
+    if not found:
+        return None
+    key = tuple(sorted(found))
+    pattern = _LED_BY_BRANCHES.get(key)
+    if pattern is None:
+        if len(_LED_BY_BRANCHES) >= _LED_REMEMBERED:
+            _LED_BY_BRANCHES.clear()
+        pattern = _LED_BY_BRANCHES[key] = re.compile(
+            _by_first_character(tuple(_WORD_LED_BRANCHES[i] for i in key))
+        )
+    return pattern
+
+
 _SHELL_LINE = re.compile(r"^(?:[\w./-]+:\ )?line\ \d+:", re.MULTILINE)  # bash: line 12:
 _HAS_DIGIT = re.compile(r"\d")
 # Long texts are masked at both ends, where tools print timings, ids and counters; the middle of a
@@ -140,20 +188,29 @@ _ERROR_LINE = re.compile(
 # Error lines looked for between the ends of a command's output (``read_failure``, deep): stricter
 # than at the ends (a name-led error needs its message, and a line may be led by a list mark or
 # a linter's code, as in ``- E999 SyntaxError: invalid syntax``).
-_DEEP_ERROR = re.compile(
-    r"""^[ \t]*(?:[-*>|]\s+)?(?:[A-Z]\d{2,4}\s+)?(?:
-      [A-Za-z_][\w.]*(?:Error|Exception)\b:\s*\S.*
-    | \[(?:ERROR|FATAL)\].*
-    | (?:error|ERROR|Error|fatal|FATAL|Fatal)\b\s*:\s*\S.*
-    | BUILD\ FAILURE.*
-    | .{0,200}?(?:command\ not\ found|No\ such\ file\ or\ directory|Permission\ denied).*
-    )$""",
-    re.VERBOSE | re.MULTILINE,
+_DEEP_START: Final = r"^[ \t]*(?:[-*>|]\s+)?(?:[A-Z]\d{2,4}\s+)?(?:"
+# Its branches, each with the words one of which every match of the branch holds.
+_DEEP_BRANCHES: Final = (
+    (("Error", "Exception"), r"[A-Za-z_][\w.]*(?:Error|Exception)\b:\s*\S.*"),
+    (("[ERROR]", "[FATAL]"), r"\[(?:ERROR|FATAL)\].*"),
+    (("error", "ERROR", "Error", "fatal", "FATAL", "Fatal"),
+     r"(?:error|ERROR|Error|fatal|FATAL|Fatal)\b\s*:\s*\S.*"),
+    (("BUILD FAILURE",), r"BUILD FAILURE.*"),
+    (("command not found", "No such file or directory", "Permission denied"),
+     r".{0,200}?(?:command not found|No such file or directory|Permission denied).*"),
 )
-# What every match of _DEEP_ERROR holds (``Error`` and ``error`` hold ``rror``, ``Fatal`` and
-# ``fatal`` hold ``atal``): plain substring tests rule most texts out before the line patterns.
-_DEEP_WORDS: Final = ("rror", "RROR", "xception", "atal", "ATAL", "BUILD FAILURE",
-                      "command not found", "No such file or directory", "Permission denied")
+
+
+def _deep_pattern(branches: tuple[str, ...]) -> re.Pattern[str]:
+    return re.compile(_DEEP_START + "|".join(branches) + ")$", re.MULTILINE)
+
+
+_DEEP_ERROR = _deep_pattern(tuple(branch for _, branch in _DEEP_BRANCHES))
+# _DEEP_ERROR without the branches a text holds no word of, by the branches kept (a branch that
+# matches nowhere takes no match from another: the search finds the same line). The last branch
+# tries up to 200 characters at the start of every line, so leaving it out when no text can
+# match it makes the search several times faster.
+_DEEP_BY_BRANCHES: dict[tuple[bool, ...], re.Pattern[str] | None] = {}
 _TRACEBACK_END = re.compile(
     r"^[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning)\b.*$", re.MULTILINE
 )
@@ -223,18 +280,10 @@ def _mask(text: str) -> str:
     if not _HAS_DIGIT.search(text):
         return text  # every volatile token has a digit
     text = _VOLATILE_TOKEN.sub(_hex, text)
-    if _may_hold_counter(text):
-        text = _WORD_LED.sub("_", text)
+    led = _word_led(text)
+    if led is not None:
+        text = led.sub("_", text)
     return _SHELL_LINE.sub("_", text) if "line " in text else text
-
-
-def _may_hold_counter(text: str) -> bool:
-    """False only when ``_WORD_LED`` cannot match ``text`` (it holds none of ``_WORD_HINTS``)."""
-    low = text.lower()
-    for hint in _WORD_HINTS:  # noqa: SIM110 - a plain loop costs half of any() over a generator
-        if hint in low:
-            return True
-    return False
 
 
 def mask_text(text: str) -> str:
@@ -388,20 +437,26 @@ def _failure_text(text: str, deep: bool) -> str | None:
     if found:
         return found
     for part in (first, text[-_ERROR_LOOK:]) if len(text) > _ERROR_LOOK else (text,):
-        if not _may_hold_deep_error(part):
+        pattern = _deep_error(part)
+        if pattern is None:
             continue
-        match = _DEEP_ERROR.search(part)
+        match = pattern.search(part)
         if match:
             return match.group().strip()[:_FAILURE_CHARS]
     return None
 
 
-def _may_hold_deep_error(text: str) -> bool:
-    """False only when ``_DEEP_ERROR`` cannot match ``text`` (it holds none of ``_DEEP_WORDS``)."""
-    for word in _DEEP_WORDS:  # noqa: SIM110 - a plain loop costs half of any()
-        if word in text:
-            return True
-    return False
+def _deep_error(text: str) -> re.Pattern[str] | None:
+    """The pattern of the error lines to look for in ``text``: ``_DEEP_ERROR`` with only the
+    branches ``text`` holds a word of, or None when it holds none (nothing can match)."""
+    held = tuple([any([word in text for word in words]) for words, _ in _DEEP_BRANCHES])
+    try:
+        return _DEEP_BY_BRANCHES[held]
+    except KeyError:
+        pass
+    kept = tuple(branch for (_, branch), h in zip(_DEEP_BRANCHES, held, strict=True) if h)
+    pattern = _DEEP_BY_BRANCHES[held] = _deep_pattern(kept) if kept else None
+    return pattern
 
 
 def _first_line(text: str) -> str:
