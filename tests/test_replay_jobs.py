@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -131,3 +132,50 @@ def test_small_traces_replay_in_this_process_by_default() -> None:
     assert cli._processes(None, 50, cli.PARALLEL_BYTES) >= 1
     assert cli._processes(4, 2, 0) == 2
     assert cli._processes(3, 50, 0) == 3
+
+
+def test_workers_are_forked_only_from_a_process_that_runs_no_other_thread() -> None:
+    from fuzeguard._private import replay_pool
+
+    def start_method() -> str:
+        return str(replay_pool._context().get_start_method())
+
+    if threading.active_count() == 1:
+        assert start_method() == "fork"
+    release = threading.Event()
+    other = threading.Thread(target=release.wait)
+    other.start()
+    try:
+        assert start_method() == "forkserver"  # a fork would copy locks the other thread holds
+    finally:
+        release.set()
+        other.join()
+
+
+@pytest.mark.parametrize("threaded", [False, True])
+def test_forked_and_served_workers_give_the_output_of_one_process(threaded: bool) -> None:
+    """Each start method, chosen by whether the process runs another thread, in a fresh
+    interpreter: the output of two processes is that of one, and what the parent wrote to its
+    standard output before the workers started is written once."""
+    code = (
+        "import sys, threading\n"
+        "from fuzeguard._private import cli, replay_pool\n"
+        "if sys.argv[1] == 'threaded':\n"
+        "    threading.Thread(target=threading.Event().wait, daemon=True).start()\n"
+        "sys.stdout.write('before\\n')\n"
+        "method = replay_pool._context().get_start_method()\n"
+        "sys.stderr.write(method + '\\n')\n"
+        "sys.exit(cli.main(['replay', *sys.argv[3:], '--format', 'json', '-j', sys.argv[2]]))\n"
+    )
+    outputs = []
+    for jobs in ("1", "2"):
+        done = subprocess.run(
+            [sys.executable, "-c", code, "threaded" if threaded else "plain", jobs, *CORPORA[:1]],
+            capture_output=True, text=True, timeout=300,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
+        assert done.returncode in (0, 1), done.stderr[-2000:]
+        assert done.stderr.splitlines()[0] == ("forkserver" if threaded else "fork")
+        outputs.append(done.stdout)
+    assert outputs[0] == outputs[1]
+    assert outputs[0].count("before\n") == 1 and outputs[0].count('"trace"') > 20

@@ -6,16 +6,20 @@ trace's replay reports as it goes (detections, problems) is collected in the wor
 with the trace's summary, to the caller's callbacks in the parent, trace after trace in the order
 given: the output is the one a single process gives, line for line.
 
-Workers are started with ``forkserver`` (``spawn`` where there is none): nothing of the parent's
-state is copied into them but the replayers' settings, and they read nothing but the trace files,
-as data. Standard input (``-``) is the parent's own: a trace read from it is replayed in the parent,
-in its turn.
+Workers are forked from the calling process when it runs no other thread (the ``fuze`` command
+does not): they start at once, with the package already imported. A process that runs threads
+(a fork copies a lock another thread may hold) starts them with ``forkserver`` (``spawn`` where
+there is none), and nothing of its state is copied into them but the replayers' settings. Either
+way they read nothing but the trace files, as data, and write nothing: what they find comes back
+to the parent. Standard input (``-``) is the parent's own: a trace read from it is replayed in the
+parent, in its turn.
 """
 
 from __future__ import annotations
 
 import multiprocessing
 import os
+import threading
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -109,6 +113,8 @@ def _handed_over(replayer: Replayer, replayed: _Replayed) -> TraceSummary:
 
 def _context() -> Any:
     methods = multiprocessing.get_all_start_methods()
+    if "fork" in methods and threading.active_count() == 1:
+        return multiprocessing.get_context("fork")  # it flushes the standard streams first
     if "forkserver" in methods:
         context = multiprocessing.get_context("forkserver")
         context.set_forkserver_preload([__name__])
