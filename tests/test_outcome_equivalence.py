@@ -63,9 +63,13 @@ def _corpus_texts() -> list[str]:
 
 
 def _masked_both_ways(texts: list[str], monkeypatch: pytest.MonkeyPatch) -> tuple[list[str], ...]:
-    """Each text masked as it is, and with the plain alternation of every branch in place of the
-    branches the probes keep (the same pre-test on the hints before it)."""
+    """Each text masked as it is, then with the probes used on texts of any length (the short
+    ones are masked with the whole pattern), and with the plain alternation of every branch in
+    place of the branches the probes keep (the same pre-test on the hints before it)."""
+    default = [outcome.mask_text(t) for t in texts]
+    monkeypatch.setattr(outcome, "_PROBED_FROM", 0)
     probed = [outcome.mask_text(t) for t in texts]
+    assert probed == default
     every = tuple(range(len(outcome._WORD_LED_BRANCHES)))
     monkeypatch.setattr(outcome, "_LED_PROBES", ((lambda low: True, every),))
     monkeypatch.setattr(outcome, "_LED_BY_BRANCHES", {every: PLAIN})

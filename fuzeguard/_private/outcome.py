@@ -133,20 +133,24 @@ _LED_PROBES: Final = tuple(
 # The counter mask made of the branches a text's probes found, by the branches' positions.
 _LED_BY_BRANCHES: dict[tuple[int, ...], re.Pattern[str]] = {}
 _LED_REMEMBERED: Final = 256
+# Shorter texts are masked with the whole pattern: the probes would cost more than they save.
+_PROBED_FROM: Final = 256
 
 
 def _word_led(text: str) -> re.Pattern[str] | None:
     """The counter mask to apply to ``text``: ``_WORD_LED`` without the branches that match nowhere
     in it, which the engine would otherwise try at every place one of their leading characters is
-    (a branch that matches nowhere takes no match from another: the result is the same). None
-    when ``_WORD_LED`` cannot match ``text``: it holds none of ``_WORD_HINTS``, or no probe finds
-    anything."""
+    (a branch that matches nowhere takes no match from another: the result is the same), or the
+    whole of it for a short text. None when ``_WORD_LED`` cannot match ``text``: it holds none of
+    ``_WORD_HINTS``, or no probe finds anything."""
     low = text.lower()
     for hint in _WORD_HINTS:  # a plain loop: half the cost of any() over a generator
         if hint in low:
             break
     else:
         return None
+    if len(text) < _PROBED_FROM:
+        return _WORD_LED
     found: list[int] = []
     for probe, branches in _LED_PROBES:
         if probe(low):
