@@ -41,9 +41,10 @@ MAX_ROWS = 50
 MAX_PROBLEMS = 20
 PROGRESS_BYTES = 16 * 1024 * 1024
 PROGRESS_TRACES = 10
-# By default, traces of fewer characters than this in all are replayed in this process: starting
-# the worker processes (about half a second) would cost more than they save.
-PARALLEL_BYTES = 8 * 1024 * 1024
+# By default, traces of fewer characters than this in all are replayed in this process: their
+# replay takes under a second, and starting and feeding worker processes would take most of what
+# they save (forked workers start in tens of milliseconds).
+PARALLEL_BYTES = 2 * 1024 * 1024
 
 # Characters that drive a terminal rather than show: C0 and C1 controls (ESC starts colour,
 # cursor and title sequences) and the bidirectional overrides that reorder what is shown.
@@ -222,7 +223,7 @@ def _parser() -> argparse.ArgumentParser:
                      "let the config alone decide")
     rep.add_argument("-j", "--jobs", type=_jobs, metavar="N",
                      help="replay the traces in N processes (default: one per core, for traces "
-                     "of 8 MB or more; 1: in this process); the output is the same")
+                     "of 2 MB or more; 1: in this process); the output is the same")
     rpt = sub.add_parser(
         "report",
         help="why recorded runs were stopped: the evidence and what to change (text, --html)",

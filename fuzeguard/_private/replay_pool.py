@@ -142,7 +142,8 @@ def replay_files(
     pool = ProcessPoolExecutor(jobs, mp_context=_context(), initializer=_start_worker,
                                initargs=(specs,))
     try:
-        results = pool.map(_replay_in_worker, [p for p in paths if p != "-"])
+        files = [p for p in paths if p != "-"]
+        results = pool.map(_replay_in_worker, files, chunksize=max(1, len(files) // (8 * jobs)))
         for path in paths:
             if path == "-":
                 yield [replayer.replay_file(path) for replayer in replayers]
