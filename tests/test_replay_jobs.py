@@ -179,3 +179,35 @@ def test_forked_and_served_workers_give_the_output_of_one_process(threaded: bool
         outputs.append(done.stdout)
     assert outputs[0] == outputs[1]
     assert outputs[0].count("before\n") == 1 and outputs[0].count('"trace"') > 20
+
+
+def test_a_replay_process_that_dies_ends_the_replay_with_a_clear_error(tmp_path: Path) -> None:
+    """A worker killed while it replays a trace (out of memory, a signal): the replay stops with
+    a message that says what happened, from which trace on nothing is reported, and what to do;
+    exit status 2. The traces the workers held when it died are lost with the pool, so the
+    message names the first trace not reported, not the one that killed the process."""
+    code = (
+        "import os, sys\n"
+        "from fuzeguard._private import cli, replay_pool\n"
+        "replayed = replay_pool._replay_in_worker\n"
+        "def dying(path):\n"
+        "    if path.endswith('stuck_search.jsonl'):\n"
+        "        os._exit(9)\n"
+        "    return replayed(path)\n"
+        "replay_pool._replay_in_worker = dying\n"
+        "sys.exit(cli.main(['replay', *sys.argv[1:], '--format', 'json', '-j', '2']))\n"
+    )
+    # Each of these traces has a detection to report under the defaults: a trace reported is seen.
+    traces = [str(EXAMPLES / name) for name in ("ping_pong.jsonl", "stuck_search.jsonl",
+                                                 "spending.jsonl")]
+    done = subprocess.run(
+        [sys.executable, "-c", code, *traces], capture_output=True, text=True, timeout=120,
+        cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert done.returncode == cli.EXIT_USAGE, done.stderr[-2000:]
+    assert "a replay process ended unexpectedly" in done.stderr
+    [message] = done.stderr.splitlines()
+    reported = [json.loads(line)["trace"] for line in done.stdout.splitlines()]
+    assert set(reported) <= {traces[0]}  # nothing from the trace that killed the process on
+    first_lost = traces[1] if reported else traces[0]
+    assert f"before {first_lost} was reported" in message and "-j 1" in message

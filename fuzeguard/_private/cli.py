@@ -722,8 +722,11 @@ def _unreplayable(path: str, exc: Exception, err: TextIO) -> int:
     """Say why the replay stopped at ``path`` (it cannot be read, or a replay process died);
     the exit status."""
     if isinstance(exc, BrokenProcessPool):
-        print(f"fuze replay: a replay process ended unexpectedly while {printable(path)} was "
-              "replayed (out of memory?); replay it with -j 1 to see why", file=err)
+        # Every trace still in the workers' hands is lost with the pool: which one the process
+        # that died was replaying is not known here.
+        print(f"fuze replay: a replay process ended unexpectedly (out of memory? killed?) before "
+              f"{printable(path)} was reported; nothing from it on is reported. Replay the traces "
+              "from it on with -j 1 to see which one and why", file=err)
     else:
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
         print(f"fuze replay: cannot read {printable(path)}: {why}", file=err)
