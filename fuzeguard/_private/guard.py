@@ -139,13 +139,9 @@ class Guard:
             plan = entry[1] if entry is not None and entry[0] is config else self.plan(config)
             if plan.off:
                 return None
-            fast = plan.bind_and_print
+            fast = plan.bind_and_print  # ``plan.bind``, its one-pass case inlined
             bound = fast(args, kwargs) if fast is not None else None
-            if bound is not None:
-                arguments, args_fp = bound
-            else:
-                arguments = plan.binder.arguments(args, kwargs)
-                args_fp = plan.fingerprint_args(arguments)
+            arguments, args_fp = bound if bound is not None else plan.bind(args, kwargs)
             call, decision = run._decide(plan, args_fp, arguments)
         except (ConfigError, StoreUnavailable):
             raise
@@ -170,8 +166,7 @@ class Guard:
             plan = self.plan(run.config)
             if plan.off:
                 return None
-            arguments = plan.binder.arguments(args, kwargs)
-            args_fp = plan.fingerprint_args(arguments)
+            arguments, args_fp = plan.bind(args, kwargs)
             call, decision = await run._adecide(plan, args_fp, arguments)
         except (ConfigError, StoreUnavailable):
             raise

@@ -297,6 +297,17 @@ class Plan:
                         on_error(name, exc)
         return out
 
+    def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, bytes]:
+        """A live call's bound arguments and their fingerprint: in one pass for the commonest
+        calls (``bind_and_print``), else bound by the binder and then fingerprinted."""
+        fast = self.bind_and_print
+        if fast is not None:
+            bound = fast(args, kwargs)
+            if bound is not None:
+                return bound
+        arguments = self.binder.arguments(args, kwargs)
+        return arguments, self.fingerprint_args(arguments)
+
     def fingerprint_args(self, arguments: Mapping[str, Any]) -> bytes:
         """The fingerprint of bound arguments, live or replayed."""
         printer = self.print_bound
