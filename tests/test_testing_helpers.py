@@ -70,3 +70,27 @@ def test_set_mode_returns_a_restoring_context_manager() -> None:
 def test_set_mode_rejects_unknown_modes() -> None:
     with pytest.raises(ValueError, match="observe"):
         set_mode("quiet")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_a_call_made_with_guarding_off_opens_no_run(kind: str) -> None:
+    """Off means untouched: a tool called outside any run, plain or coroutine, does not start the
+    implicit process-wide run."""
+    import asyncio
+
+    from fuzeguard._private import run as runs
+
+    def plain(q: str) -> str:
+        return q
+
+    async def coroutine(q: str) -> str:
+        return q
+
+    tool = guard(plain if kind == "sync" else coroutine)
+    assert runs._implicit is None
+    with disabled():
+        result = tool("q") if kind == "sync" else asyncio.run(tool("q"))  # type: ignore[arg-type]
+    assert result == "q"
+    assert runs._implicit is None
+    tool("q") if kind == "sync" else asyncio.run(tool("q"))  # type: ignore[arg-type]
+    assert runs._implicit is not None  # guarding on: the call went to the implicit run

@@ -402,10 +402,10 @@ def _wrap(g: Guard) -> Callable[..., Any]:
     elif kind == "async":
 
         async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-            if current_run()._store is None:
+            if state.mode_override != "off" and current_run()._store is not None:
+                started = await g.adecide(args, kwargs)  # shared: the round trips are awaited
+            else:
                 started = decide(args, kwargs)
-            else:  # shared: the store's round trips are awaited
-                started = await g.adecide(args, kwargs)
             if started is None:
                 return await fn(*args, **kwargs)
             if type(started) is Skipped:
