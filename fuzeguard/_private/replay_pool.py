@@ -143,7 +143,9 @@ def replay_files(
                                initargs=(specs,))
     try:
         files = [p for p in paths if p != "-"]
-        results = pool.map(_replay_in_worker, files, chunksize=max(1, len(files) // (8 * jobs)))
+        # Traces go out in chunks (about 16 per worker in all): fewer hand-offs between processes,
+        # and little left for one worker to finish alone at the end.
+        results = pool.map(_replay_in_worker, files, chunksize=max(1, len(files) // (16 * jobs)))
         for path in paths:
             if path == "-":
                 yield [replayer.replay_file(path) for replayer in replayers]
