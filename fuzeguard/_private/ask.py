@@ -16,7 +16,6 @@ twice as many times as when it asked.
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import contextvars
 import inspect
@@ -70,6 +69,8 @@ def answer(hook: AskHook | None, question: Question, timeout: float) -> Answer:
         try:
             value = context.run(hook, question)
             if inspect.isawaitable(value):
+                import asyncio  # only here: importing it costs every start-up tens of ms
+
                 value = asyncio.run(_awaited(value))
             if isinstance(value, concurrent.futures.Future):
                 value = value.result(timeout=timeout)

@@ -16,7 +16,7 @@ import re
 import sys
 import time
 from collections.abc import Sequence
-from concurrent.futures.process import BrokenProcessPool
+from concurrent.futures import BrokenExecutor
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -661,7 +661,7 @@ def replay(
                 summary = replayer.replay_file(path, progress=bar.update if bar else None)
         except BrokenPipeError:
             raise  # our reader left (``| head``), not the trace: main() ends quietly
-        except (OSError, BrokenProcessPool) as exc:
+        except (OSError, BrokenExecutor) as exc:
             return _unreplayable(path, exc, err)
         if bar is not None:
             bar.finish_trace(size)
@@ -721,7 +721,7 @@ def replay(
 def _unreplayable(path: str, exc: Exception, err: TextIO) -> int:
     """Say why the replay stopped at ``path`` (it cannot be read, or a replay process died);
     the exit status."""
-    if isinstance(exc, BrokenProcessPool):
+    if isinstance(exc, BrokenExecutor):  # the pool's BrokenProcessPool
         # Every trace still in the workers' hands is lost with the pool: which one the process
         # that died was replaying is not known here.
         print(f"fuze replay: a replay process ended unexpectedly (out of memory? killed?) before "
@@ -938,7 +938,7 @@ def compare(
             a, b = next(replayed)
         except BrokenPipeError:
             raise
-        except (OSError, BrokenProcessPool) as exc:
+        except (OSError, BrokenExecutor) as exc:
             return _unreplayable(path, exc, err)
         if fmt == "json":
             out.write(json.dumps({"trace": path, "a": _as_json(a), "b": _as_json(b),

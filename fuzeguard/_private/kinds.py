@@ -151,10 +151,31 @@ def call_kind(kind: Kind, arguments: Mapping[str, Any]) -> Kind:
         for key in _COMMAND_ARGS:
             value = arguments.get(key)
             if type(value) is str:
-                if _POLL_COMMAND.search(value[:500].strip()):
-                    return "poll"
-                if writes(value):
-                    return "write"
-                break
+                return command_kind(value) or kind
     return kind
+
+
+# An agent runs the same commands again and again (a test, a build, a status check): the verdict
+# on each command is kept (a bounded number of them, forgotten all at once when full).
+_COMMAND_KINDS: dict[str, Kind | None] = {}
+_COMMANDS_REMEMBERED: Final = 1024
+_COMMAND_REMEMBERED: Final = 4096
+
+
+def command_kind(command: str) -> Kind | None:
+    """What a shell command does when it is not what its tool's name says: ``poll`` (it checks a
+    status, lists processes, sleeps), ``write`` (``writes``), or None."""
+    try:
+        return _COMMAND_KINDS[command]
+    except KeyError:
+        pass
+    if _POLL_COMMAND.search(command[:500].strip()):
+        verdict: Kind | None = "poll"
+    else:
+        verdict = "write" if writes(command) else None
+    if len(command) <= _COMMAND_REMEMBERED:
+        if len(_COMMAND_KINDS) >= _COMMANDS_REMEMBERED:
+            _COMMAND_KINDS.clear()
+        _COMMAND_KINDS[command] = verdict
+    return verdict
 

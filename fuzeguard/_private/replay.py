@@ -328,9 +328,24 @@ class ReplayRun(Run):
 
     def __init__(self, name: str | None, config: Config, clock: Callable[[], float]) -> None:
         self._clock = clock
-        # store=None: a replay never touches the shared run it replays (FUZE_STORE or the
-        # config may name one).
-        super().__init__(name, config=config, store=None)
+        super().__init__(name, config=_storeless(config))
+
+
+# A replay never touches the shared run it replays (FUZE_STORE or the config may name one): its
+# runs take their config with ``store`` unset, made once per config (each trace is a run).
+_STORELESS: dict[int, tuple[Config, Config]] = {}
+_STORELESS_REMEMBERED = 16
+
+
+def _storeless(config: Config) -> Config:
+    entry = _STORELESS.get(id(config))
+    if entry is not None and entry[0] is config:
+        return entry[1]
+    made = config.with_values(validate_code_options({"store": None}, "replay", run_scope=True))
+    if len(_STORELESS) >= _STORELESS_REMEMBERED:
+        _STORELESS.clear()
+    _STORELESS[id(config)] = (config, made)
+    return made
 
 
 class _RunReplay:

@@ -17,11 +17,9 @@ parent, in its turn.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import threading
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -112,6 +110,8 @@ def _handed_over(replayer: Replayer, replayed: _Replayed) -> TraceSummary:
 
 
 def _context() -> Any:
+    import multiprocessing
+
     methods = multiprocessing.get_all_start_methods()
     if "fork" in methods and threading.active_count() == 1:
         return multiprocessing.get_context("fork")  # it flushes the standard streams first
@@ -138,6 +138,9 @@ def replay_files(
         for path in paths:
             yield [replayer.replay_file(path) for replayer in replayers]
         return
+    # Imported here: a replay in one process (the most common) need not load multiprocessing.
+    from concurrent.futures import ProcessPoolExecutor
+
     specs = [_spec(replayer) for replayer in replayers]
     pool = ProcessPoolExecutor(jobs, mp_context=_context(), initializer=_start_worker,
                                initargs=(specs,))
