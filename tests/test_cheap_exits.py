@@ -296,6 +296,39 @@ def test_the_progress_layers_cheap_exit_never_hides_what_the_full_judgement_find
         assert cheap == full
 
 
+def test_the_progress_layers_news_is_a_unit_of_the_answer_in_none_of_the_earlier_ones() -> None:
+    from fuzeguard.layers._content import CONTENT
+    from fuzeguard.layers.progress import _NEWS_AT_ONCE, _news
+
+    rng = random.Random(8)
+    words = [f"w{i}" for i in range(400)]
+
+    def record(i: int, units: frozenset[str], kind: str) -> CallRecord:
+        return CallRecord(fn="search_docs", index=i, args_fp=bytes([i]),
+                          result_fp=bytes([rng.randrange(40)]), kind=kind,
+                          features={CONTENT.key: (units, units) if rng.random() < 0.5 else units})
+
+    answers = []
+    for _ in range(2000):
+        size = rng.choice((1, 3, _NEWS_AT_ONCE - 1, _NEWS_AT_ONCE, _NEWS_AT_ONCE + 1, 150))
+        pool = words[:rng.choice((size, size + 2, 2 * size, 400))]
+        content = frozenset(rng.sample(pool, min(size, len(pool))))
+        earlier = [record(i, frozenset(rng.sample(pool, rng.randint(0, len(pool)))), "search")
+                   for i in range(rng.randint(0, 8))]
+        latest = record(99, content, "search")
+        known = [_plain_units(r) for r in earlier]
+        plain = all(r.result_fp != latest.result_fp for r in earlier) and any(
+            all(unit not in units for units in known) for unit in content)
+        assert _news(latest, earlier) == plain
+        answers.append(plain)
+    assert 0.2 < sum(answers) / len(answers) < 0.8  # both answers are exercised
+
+
+def _plain_units(record: CallRecord) -> frozenset[str]:
+    content = record.features["content"]
+    return content[1] if type(content) is tuple else content
+
+
 class _RegexChantScanner(ChantScanner):
     """The chanting scanner splitting passages with the regex it was written with."""
 

@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import islice
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Final
 
 from fuzeguard._private.fingerprint import fingerprint
 from fuzeguard._private.layer import Feature, LayerSettings, RunView, setting
@@ -187,6 +187,10 @@ def nothing_found(record: CallRecord) -> bool:
     return record.kind == "search" and record.error is None and record.result_fp in _NOTHING
 
 
+# Answers of up to this many content units are compared with the others' in one set difference.
+_NEWS_AT_ONCE: Final = 64
+
+
 def _news(record: CallRecord, earlier: Iterable[CallRecord]) -> bool:
     """True when ``record`` surely brought something new against ``earlier`` (``_stale`` would
     say it is not stale): its outcome is known, none of ``earlier`` has its result fingerprint,
@@ -208,10 +212,17 @@ def _news(record: CallRecord, earlier: Iterable[CallRecord]) -> bool:
             units = units[1] if other.kind in INFORMING else units[0]
         if type(units) is frozenset:
             keep(units)
-    for unit in content:
+    if not known:
+        return True
+    if len(content) <= _NEWS_AT_ONCE:
+        # A small answer: the units in none of the others' in one set difference (no Python
+        # loop over units and sets).
+        return bool(content.difference(*known))
+    for unit in content:  # a large answer: most bring a new unit early, stop at the first one
         for units in known:
             if unit in units:
                 break
         else:
             return True
     return False
+
