@@ -9,9 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from side_env import SideEnv, measured_by
-
-CREWAI = SideEnv("crewai", "crewai>=1.15", "import crewai.hooks")
+from side_env import CREWAI, measured_by
 
 
 @pytest.fixture(scope="session")

@@ -7,14 +7,7 @@ mcp 1.x (``FastMCP``) and mcp 2.x cannot share one environment, and the test env
 from __future__ import annotations
 
 import pytest
-from side_env import SideEnv
-
-MCP1 = SideEnv(
-    "mcp1",
-    "mcp>=1.25,<2",
-    "import importlib.metadata as m, mcp.server.fastmcp; "
-    "v = m.version('mcp'); assert v.split('.')[0] == '1', v",
-)
+from side_env import MCP1
 
 
 @pytest.fixture(scope="session")

@@ -9,9 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from side_env import SideEnv, measured_by
-
-STRANDS = SideEnv("strands", "strands-agents>=1.62", "import strands.hooks")
+from side_env import STRANDS, measured_by
 
 
 @pytest.fixture(scope="session")
