@@ -86,3 +86,26 @@ def test_the_plan_cache_stays_bounded_whatever_a_trace_names(
         cache.plan(f"fn{i}", config, {}, None)
     assert 0 < len(cache._plans) <= 8
     assert cache.plan("fn0", config, {}, None) is cache.plan("fn0", config, {}, None)
+
+
+def test_a_replayed_run_is_freed_as_its_trace_ends_without_the_garbage_collector(
+    tmp_path: Path,
+) -> None:
+    """No reference cycle holds a replayed run (its history, its records): replaying many traces
+    does not leave each one's run to the collector."""
+    import gc
+    import weakref
+
+    runs: list[weakref.ref[Any]] = []
+    replayer = Replayer(Config(), on_run=lambda run: runs.append(weakref.ref(run)))
+    looping = [{"fn": "search", "args": {"q": "same"}, "result": "nothing"}] * 6
+    paths = [_write(tmp_path / f"{i}.jsonl", _calls("read", 4) + looping) for i in range(3)]
+    gc.collect()
+    gc.disable()
+    try:
+        for path in paths:
+            assert replayer.replay_file(path).detected  # a run that detected and was killed too
+        assert len(runs) == 3
+        assert all(ref() is None for ref in runs)
+    finally:
+        gc.enable()

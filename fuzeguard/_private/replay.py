@@ -348,12 +348,29 @@ def _storeless(config: Config) -> Config:
     return made
 
 
+class _Published:
+    """What a replayed run published while it replayed a line: its decisions with detections, and
+    the detection that killed it."""
+
+    __slots__ = ("found", "killed")
+
+    def __init__(self) -> None:
+        self.found: list[Decision] = []
+        self.killed: Detection | None = None
+
+    def detected(self, event: Detected) -> None:
+        self.found.append(event.decision)
+
+    def run_killed(self, event: RunKilled) -> None:
+        self.killed = event.detection
+
+
 class _RunReplay:
     """One run being replayed: its ``Run`` (with the replay clock), its functions' plans, and
     where in the trace it is (for the detections it reports)."""
 
     __slots__ = (
-        "clock", "code", "dead", "found", "killed", "label", "line", "plans", "position", "run",
+        "clock", "code", "dead", "label", "line", "plans", "position", "published", "run",
         "shared", "summary",
     )
 
@@ -381,18 +398,13 @@ class _RunReplay:
         self.line = 0
         # What the run publishes is collected here and reported by the replayer once the run
         # has done with the line (a report that fails, a closed pipe, is the replayer's to raise).
-        self.found: list[Decision] = []
-        self.killed: Detection | None = None
-        self.run.subscribe(self._detected, Detected)
-        self.run.subscribe(self._killed, RunKilled)
+        # Collected apart from this object, which holds the run: no reference cycle, so a run
+        # replayed to its end is freed at once, not by the garbage collector.
+        self.published = _Published()
+        self.run.subscribe(self.published.detected, Detected)
+        self.run.subscribe(self.published.run_killed, RunKilled)
         if replayer.on_run is not None:
             replayer.on_run(self.run)
-
-    def _detected(self, event: Detected) -> None:
-        self.found.append(event.decision)
-
-    def _killed(self, event: RunKilled) -> None:
-        self.killed = event.detection
 
     def plan(self, fn: str, line: dict[str, Any], problem: Callable[[str], None]) -> Plan:
         from fuzeguard.layers import BUILTIN_LAYERS
@@ -606,7 +618,7 @@ class Replayer:
                     try:
                         self._feed(state, obj, fn, line, position, lineno, summary, note)
                     finally:
-                        if state.found or state.killed is not None:
+                        if state.published.found or state.published.killed is not None:
                             self._report(state)
             except OSError:
                 raise  # our own output failed (a closed pipe): not the trace's fault
@@ -775,7 +787,8 @@ class Replayer:
         summary = state.summary
         on_detection = self.on_detection
         keep = self.keep
-        found, state.found = state.found, []
+        published = state.published
+        found, published.found = published.found, []
         for decision in found:
             for detection in decision.detections:
                 item = ReplayedDetection(summary.trace, state.position, state.line, state.label,
@@ -788,7 +801,7 @@ class Replayer:
                     summary.detections.append(item)
                 if on_detection is not None:
                     on_detection(item)
-        killed, state.killed = state.killed, None
+        killed, published.killed = published.killed, None
         if killed is not None:
             state.dead = True
             summary.kills.append(
