@@ -216,6 +216,24 @@ def test_arguments_refine_the_kind_of_one_call() -> None:
     assert call_kind("exec", {"command": "python reproduce.py"}) == "exec"
 
 
+def test_a_remembered_command_kind_is_the_kind_read_afresh_and_the_memory_stays_bounded() -> None:
+    from fuzeguard._private import kinds
+
+    commands = ["sleep 30", "python reproduce.py", "pip install x", "git status",
+                "echo hi > out.txt", "ls", "x" * (kinds._COMMAND_REMEMBERED + 1)]
+    fresh = {c: kinds.command_kind(c) for c in commands}
+    assert fresh["sleep 30"] == "poll" and fresh["pip install x"] == "write"
+    assert fresh["python reproduce.py"] is None
+    for _ in range(2):
+        for c in commands:
+            assert kinds.command_kind(c) == fresh[c]
+            assert call_kind("exec", {"command": c}) == (fresh[c] or "exec")
+    assert commands[-1] not in kinds._COMMAND_KINDS  # too long to keep
+    for i in range(kinds._COMMANDS_REMEMBERED + 10):
+        kinds.command_kind(f"python step_{i}.py")
+    assert len(kinds._COMMAND_KINDS) <= kinds._COMMANDS_REMEMBERED
+
+
 def test_a_declared_kind_is_used_as_it_is() -> None:
     """Issue: a user fixes a false alarm by saying what a tool is, without switching a layer off."""
     @guard
