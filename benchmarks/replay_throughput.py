@@ -167,6 +167,20 @@ def _one_core(code: Path, traces: Sequence[str], workdir: str) -> tuple[int, int
     return int(calls), int(detected), float(seconds)
 
 
+def _side_by_side(traces: Sequence[str], workdir: str) -> list[float]:
+    """CPU seconds of two one-process replays of ``traces`` run at the same time, each in its own
+    process (no pool, nothing shared): what running side by side costs on this machine."""
+    command = [sys.executable, "-c", _DRIVER, *traces]
+    both = [subprocess.Popen(command, cwd=workdir, env=_clean_env(ROOT), stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    seconds = []
+    for process in both:
+        out, err = process.communicate(timeout=1800)
+        assert process.returncode == 0, err[-2000:]
+        seconds.append(float(out.split()[2]))
+    return seconds
+
+
 def _jobs(jobs: int, traces: Sequence[str], workdir: str) -> tuple[float, str]:
     """Wall seconds and output of ``fuze replay -j JOBS --format json`` of ``traces``."""
     t0 = time.perf_counter()
@@ -254,6 +268,15 @@ def corpus(quick: bool, baseline_rev: str) -> list[str]:
         lines.append(f"replay_files() in 2 processes / in 1, the replay alone: {pool_gain:.2f}x "
                      f"(median of {repeats} interleaved pairs; workers started, interpreter "
                      "start-up left out)")
+        alone: list[float] = []
+        together: list[float] = []
+        for _ in range(repeats):
+            alone.append(_one_core(ROOT, traces, workdir)[2])
+            together.extend(_side_by_side(traces, workdir))
+        slower = statistics.median(together) / statistics.median(alone)
+        lines.append(f"this machine's ceiling for 2 processes: two independent one-process replays "
+                     f"run at once take {slower:.2f}x the CPU time of one alone, so 2 processes "
+                     f"can do at most {2 / slower:.2f}x the work of 1 (median of {repeats})")
     return lines
 
 
