@@ -159,7 +159,7 @@ def call_kind(kind: Kind, arguments: Mapping[str, Any]) -> Kind:
 # on each command is kept (a bounded number of them, forgotten all at once when full).
 _COMMAND_KINDS: dict[str, Kind | None] = {}
 _COMMANDS_REMEMBERED: Final = 1024
-_COMMAND_REMEMBERED: Final = 4096
+_COMMAND_REMEMBERED: Final = 1024  # characters: at most about 1 MB kept in all
 
 
 def command_kind(command: str) -> Kind | None:
