@@ -1,8 +1,9 @@
 """Faster forms of the outcome reading give exactly what the slower ones gave: the counter mask,
 grouped by leading character and made of the branches its probes find, masks what the plain
-alternation masked, and the error lines found between a text's ends are the same with only the
-branches whose words the text holds as with the whole pattern; on every text of the labelled
-corpora, and on generated texts dense with counters and error words."""
+alternation masked, the error lines found between a text's ends are the same with only the
+branches whose words the text holds as with the whole pattern, and a shell command polls or writes
+as the plain patterns of its kind read it; on every text of the labelled corpora, and on generated
+texts dense with counters, error words and shell syntax."""
 
 from __future__ import annotations
 
@@ -156,3 +157,71 @@ def test_every_deep_error_line_is_found_with_the_branches_kept_for_it(line: str)
     assert outcome._DEEP_ERROR.search(text)
     kept = outcome._deep_error(text)
     assert kept is not None and kept.search(text).group() == outcome._DEEP_ERROR.search(text).group()
+
+
+# A shell command's kind, as its two patterns were written before they were split (the poll
+# pattern into a match at the start and a search led by a separator; the write pattern's
+# redirections looked for only in a command holding ``>`` or ``<<``).
+PLAIN_POLL = re.compile(
+    r"(?:^|[;&|(]\s*)(?:sleep|watch|squeue|qstat|jobs|top|ps)(?=$|[\s;&|)])"
+    r"|(?:^|[;&|(]\s*)(?!(?:grep|rg|ag|find|sed|awk|cat|echo|printf|python\d*|node)\b)"
+    r"[\w./-]+(?:\s+[\w./-]+)?\s+(?:status|health|healthz|wait|poll|ps)(?=$|[\s;&|)])"
+    r"|\s--?(?:watch|wait|status)\b",
+)
+PLAIN_WRITE = re.compile(
+    r"""(?:^|[^<>&0-9-])[12]?>>?\s*(?!\s*(?:/dev/null|&))[\w"'./$~{-]
+    | <<-?\s*(?:''|""|\w)
+    | (?:^|[;&|(`]\s*|\bsudo\s+|\bxargs\s+)(?:
+        tee|rm|rmdir|mv|cp|mkdir|touch|chmod|chown|ln|truncate|dd|unzip|patch|install
+      | sed\s+(?:-\w+\s+)*-i | perl\s+(?:-\w+\s+)*-\w*i
+      | git\s+(?:apply|am|checkout|switch|restore|reset|stash|commit|add|rm|mv|merge|rebase
+          |cherry-pick|revert|clean|pull|init|clone)
+      | (?:pip3?|python3?\s+-m\s+pip|uv\s+pip|conda|npm|yarn|pnpm|apt|apt-get|brew|gem|cargo)
+          \s+(?:install|add|uninstall|remove|build)
+      | make | cmake | mvn | gradle | \./gradlew | \./mvnw | javac | tar\s+-?\w*x
+      | python3?\s+setup\.py
+      )(?=$|[\s;&|)])""",
+    re.VERBOSE | re.MULTILINE,
+)
+COMMAND_TOKENS = [
+    "sleep", "watch", "ps", "top", "jobs", "git", "status", "health", "wait", "poll", "grep", "echo",
+    "python3", "kubectl", "rollout", " ", "  ", "\t", "\n", ";", "&", "|", "(", ")", "`", "-", "--",
+    "--watch", "-wait", "--status", "x", "./a", "a.py", ">", ">>", "2>", "&>", "< ", "<<", "<<-",
+    " /dev/null", "&1", "'", '"', "'a > b'", "sudo ", "xargs ", "rm", "mv", "tee", "sed -i",
+    "perl -pi", "pip", "install", "make", "tar -xf", "npm", "add", "EOF", "1", "0",
+]
+
+
+def _kinds_both_ways(command: str) -> tuple[tuple[bool, bool], tuple[bool, bool]]:
+    """Whether ``command`` polls and whether it writes, read with the plain patterns and as
+    ``kinds.polls`` and ``kinds.writes`` read it."""
+    from fuzeguard._private import kinds
+
+    cut = command[:4000]
+    plain_writes = PLAIN_WRITE.search(kinds._QUOTED.sub("''", cut)) is not None or (
+        ("open(" in cut or ".write_" in cut) and kinds._CODE_WRITE.search(cut) is not None)
+    plain = (PLAIN_POLL.search(command[:500].strip()) is not None, plain_writes)
+    return plain, (kinds.polls(command), kinds.writes(command))
+
+
+def test_a_commands_kind_is_read_as_the_plain_patterns_read_it_on_the_corpora() -> None:
+    texts = _corpus_texts()
+    found = [0, 0]
+    for text in texts:
+        plain, fast = _kinds_both_ways(text)
+        assert fast == plain, text[:300]
+        found[0] += plain[0]
+        found[1] += plain[1]
+    assert found[0] > 10 and found[1] > 1000, found  # both patterns match, and often
+
+
+def test_a_commands_kind_is_read_as_the_plain_patterns_read_it_on_generated_commands() -> None:
+    rng = random.Random(11)
+    found = [0, 0]
+    for _ in range(60_000):
+        command = "".join(rng.choice(COMMAND_TOKENS) for _ in range(rng.randint(0, 12)))
+        plain, fast = _kinds_both_ways(command)
+        assert fast == plain, command
+        found[0] += plain[0]
+        found[1] += plain[1]
+    assert min(found) > 1_000, found  # both patterns match, and often

@@ -63,13 +63,25 @@ _ACTION_ARGS: Final = ("action", "operation", "op", "method", "mode", "verb")
 _COMMAND_ARGS: Final = ("command", "cmd", "commands", "script", "input")
 # A shell command that waits on something: a sleep, a process list or a job queue as the command;
 # a status, health or wait subcommand (git status, systemctl status x, kubectl rollout status y);
-# a --watch, --wait or --status flag. Searches and prints of those words are not polls.
-_POLL_COMMAND = re.compile(
-    r"(?:^|[;&|(]\s*)(?:sleep|watch|squeue|qstat|jobs|top|ps)(?=$|[\s;&|)])"
-    r"|(?:^|[;&|(]\s*)(?!(?:grep|rg|ag|find|sed|awk|cat|echo|printf|python\d*|node)\b)"
+# a --watch, --wait or --status flag. Searches and prints of those words are not polls. The
+# command is looked for at the start and after a separator (``;``, ``&``, ``|``, ``(``): one match
+# at the start, then one search led by a separator or a flag's space, which the engine skips to
+# (one pattern with ``^`` in it would be tried at every character).
+_POLL_WORDS: Final = r"(?:sleep|watch|squeue|qstat|jobs|top|ps)(?=$|[\s;&|)])"
+_POLL_SUBCOMMAND: Final = (
+    r"(?!(?:grep|rg|ag|find|sed|awk|cat|echo|printf|python\d*|node)\b)"
     r"[\w./-]+(?:\s+[\w./-]+)?\s+(?:status|health|healthz|wait|poll|ps)(?=$|[\s;&|)])"
-    r"|\s--?(?:watch|wait|status)\b",
 )
+_POLL_AT_START = re.compile(f"{_POLL_WORDS}|{_POLL_SUBCOMMAND}")
+_POLL_LATER = re.compile(
+    rf"[;&|(]\s*(?:{_POLL_WORDS}|{_POLL_SUBCOMMAND})|\s--?(?:watch|wait|status)\b"
+)
+
+
+def polls(command: str) -> bool:
+    """Whether a shell command waits on something (see ``_POLL_WORDS`` and ``_POLL_SUBCOMMAND``)."""
+    command = command[:500].strip()
+    return _POLL_AT_START.match(command) is not None or _POLL_LATER.search(command) is not None
 
 
 # A shell command that changes files or the environment: output redirected to a file (not to
@@ -77,10 +89,9 @@ _POLL_COMMAND = re.compile(
 # file system or version control that writes, a package install, a build. Looked for with quoted
 # strings blanked out (``grep 'a > b'`` writes nothing), except for a Python one-liner that opens
 # a file for writing.
-_WRITE_COMMAND = re.compile(
-    r"""(?:^|[^<>&0-9-])[12]?>>?\s*(?!\s*(?:/dev/null|&))[\w"'./$~{-]
-    | <<-?\s*(?:''|""|\w)
-    | (?:^|[;&|(`]\s*|\bsudo\s+|\bxargs\s+)(?:
+_REDIRECT: Final = r"""(?:^|[^<>&0-9-])[12]?>>?\s*(?!\s*(?:/dev/null|&))[\w"'./$~{-]
+    | <<-?\s*(?:''|""|\w)"""
+_WRITER: Final = r"""(?:^|[;&|(`]\s*|\bsudo\s+|\bxargs\s+)(?:
         tee|rm|rmdir|mv|cp|mkdir|touch|chmod|chown|ln|truncate|dd|unzip|patch|install
       | sed\s+(?:-\w+\s+)*-i | perl\s+(?:-\w+\s+)*-\w*i
       | git\s+(?:apply|am|checkout|switch|restore|reset|stash|commit|add|rm|mv|merge|rebase
@@ -89,9 +100,10 @@ _WRITE_COMMAND = re.compile(
           \s+(?:install|add|uninstall|remove|build)
       | make | cmake | mvn | gradle | \./gradlew | \./mvnw | javac | tar\s+-?\w*x
       | python3?\s+setup\.py
-      )(?=$|[\s;&|)])""",
-    re.VERBOSE | re.MULTILINE,
-)
+      )(?=$|[\s;&|)])"""
+_WRITE_COMMAND = re.compile(f"{_REDIRECT}\n    | {_WRITER}", re.VERBOSE | re.MULTILINE)
+# A command without ``>`` or ``<<`` redirects nothing: only the writing commands are looked for.
+_WRITER_ONLY = re.compile(_WRITER, re.VERBOSE | re.MULTILINE)
 _QUOTED = re.compile(r"'[^'\n]*'|\"[^\"\n]*\"")
 _CODE_WRITE = re.compile(r"\bopen\([^)]*,\s*['\"][wax]b?\+?['\"]|\.write_(?:text|bytes)\(")
 
@@ -99,7 +111,9 @@ _CODE_WRITE = re.compile(r"\bopen\([^)]*,\s*['\"][wax]b?\+?['\"]|\.write_(?:text
 def writes(command: str) -> bool:
     """Whether a shell command changes files or the environment (see ``_WRITE_COMMAND``)."""
     command = command[:4000]
-    if _WRITE_COMMAND.search(_QUOTED.sub("''", command)) is not None:
+    unquoted = _QUOTED.sub("''", command)
+    pattern = _WRITE_COMMAND if ">" in unquoted or "<<" in unquoted else _WRITER_ONLY
+    if pattern.search(unquoted) is not None:
         return True
     return ("open(" in command or ".write_" in command) and _CODE_WRITE.search(command) is not None
 
@@ -169,7 +183,7 @@ def command_kind(command: str) -> Kind | None:
         return _COMMAND_KINDS[command]
     except KeyError:
         pass
-    if _POLL_COMMAND.search(command[:500].strip()):
+    if polls(command):
         verdict: Kind | None = "poll"
     else:
         verdict = "write" if writes(command) else None
