@@ -225,3 +225,16 @@ def test_a_commands_kind_is_read_as_the_plain_patterns_read_it_on_generated_comm
         found[0] += plain[0]
         found[1] += plain[1]
     assert min(found) > 1_000, found  # both patterns match, and often
+
+
+def test_the_words_of_an_ascii_text_are_the_same_found_with_the_ascii_flag() -> None:
+    """Content units are split with ``re.ASCII`` in a text that is all ASCII: the same words."""
+    from fuzeguard.layers import _content
+
+    for code in range(128):
+        char = chr(code)
+        assert bool(_content._ASCII_WORD.fullmatch(char)) == bool(_content._WORD.fullmatch(char))
+    texts = [t for t in _corpus_texts() if t.isascii()]
+    assert len(texts) > 20_000
+    for text in texts:
+        assert _content._ASCII_WORD.findall(text) == _content._WORD.findall(text)
