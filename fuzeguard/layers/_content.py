@@ -66,7 +66,8 @@ def echo_of(arguments: Mapping[str, Any]) -> frozenset[str]:
         for value in arguments.values():
             t = type(value)
             if t is str:  # the common cases, without the tuple
-                found.update(_WORD.findall(value[:_ECHO_CHARS]))
+                value = value[:_ECHO_CHARS]
+                found.update((_ASCII_WORD if value.isascii() else _WORD).findall(value))
                 continue
             if t is int or t is float or t is bool or value is None:
                 continue
