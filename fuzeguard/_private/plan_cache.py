@@ -46,11 +46,15 @@ class PlanCache:
     """Plans by (function name, effective settings, layer stack), for functions that bind no
     arguments of their own (``fn`` is the same stand-in for every name, as in replay)."""
 
-    __slots__ = ("_fn", "_plans", "built")
+    __slots__ = ("_by_config", "_fn", "_plans", "built")
 
     def __init__(self, fn: Callable[..., Any]) -> None:
         self._fn = fn
         self._plans: dict[Any, Plan] = {}
+        # The plans of functions without guard settings or layers of their own, by name and config
+        # object: the runs of a replay share one config, so most plans are found here without
+        # computing a key from the settings.
+        self._by_config: dict[tuple[str, int], tuple[Config, Plan]] = {}
         self.built = 0  # plans resolved (a repeat of a configuration costs none)
 
     def plan(
@@ -58,6 +62,22 @@ class PlanCache:
     ) -> Plan:
         """``build_plan(fn, name, config, options, layers)``, made once per configuration. Raises
         the ``ConfigError`` build_plan raises (a plan that cannot be made is not kept)."""
+        plain = not options and layers is None
+        if plain:
+            entry = self._by_config.get((name, id(config)))
+            if entry is not None and entry[0] is config:
+                return entry[1]
+        plan = self._keyed(name, config, options, layers)
+        if plain:
+            if len(self._by_config) >= MAX_PLANS:
+                self._by_config.clear()
+            self._by_config[(name, id(config))] = (config, plan)
+        return plan
+
+    def _keyed(
+        self, name: str, config: Config, options: Mapping[str, Any], layers: tuple[str, ...] | None
+    ) -> Plan:
+        """``plan``, found by its function configuration."""
         try:
             run_wide, table = config.set_for(name)
             key = (name, _frozen(run_wide), _frozen(table), _frozen(options), layers)
