@@ -238,3 +238,22 @@ def test_the_words_of_an_ascii_text_are_the_same_found_with_the_ascii_flag() -> 
     assert len(texts) > 20_000
     for text in texts:
         assert _content._ASCII_WORD.findall(text) == _content._WORD.findall(text)
+
+
+def test_the_volatile_tokens_of_an_ascii_text_are_masked_alike_with_the_ascii_flag() -> None:
+    """``_VOLATILE_ASCII`` (for texts that are all ASCII) masks what ``_VOLATILE_TOKEN`` masks: on
+    the corpora, and on texts dense with tokens and with the ASCII separators Unicode counts as
+    spaces."""
+    texts = [t for t in _corpus_texts() if t.isascii()]
+    assert len(texts) > 20_000
+    rng = random.Random(12)
+    tokens = ["12", "3", "0.5", "ms", "s", " ", "\t", "\n", "\x1c", "\x1d", "\x1e", "\x1f", "T",
+              "2024-01-02", "12:30:01", "deadbeef", "0x1f2e3d4c", "-", "a", "Foo.java:", "[", "]",
+              ",", ":", ".", "abc123def456", "1234567890", "x", "_", "e"]
+    texts += ["".join(rng.choice(tokens) for _ in range(rng.randint(0, 16))) for _ in range(30_000)]
+    changed = 0
+    for text in texts:
+        masked = outcome._VOLATILE_TOKEN.sub(outcome._hex, text)
+        assert outcome._VOLATILE_ASCII.sub(outcome._hex, text) == masked, text[:300]
+        changed += masked != text
+    assert changed > 10_000  # the patterns do mask

@@ -82,6 +82,44 @@ _VOLATILE_TOKEN = re.compile(
     )""",
     re.VERBOSE,
 )
+
+
+def _ascii_form(pattern: str) -> str:
+    """``pattern`` (verbose) for ``re.ASCII``, matching in a text that is all ASCII exactly what it
+    matches without the flag: there ``\\w`` and ``\\d`` are the same characters either way, and
+    ``\\s`` is, once the four ASCII separators Unicode counts as spaces (``\\x1c``-``\\x1f``) are
+    added to it."""
+    out: list[str] = []
+    in_class = False
+    i = 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            escape = pattern[i : i + 2]
+            if escape == "\\s":
+                escape = "\\s\\x1c-\\x1f" if in_class else "[\\s\\x1c-\\x1f]"
+            elif escape in ("\\S", "\\b", "\\B"):
+                raise ValueError(f"{escape} has no ASCII form here")
+            out.append(escape)
+            i += 2
+            continue
+        if c == "#" and not in_class:  # a comment, to the end of its line
+            end = pattern.find("\n", i)
+            i = len(pattern) if end < 0 else end
+            continue
+        if c == "[" and not in_class:
+            in_class = True
+            if pattern[i + 1 : i + 3] in ("]", "^]"):
+                raise ValueError("a class led by ']' has no ASCII form here")
+        elif c == "]" and in_class:
+            in_class = False
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+# ``_VOLATILE_TOKEN`` for a text that is all ASCII (most are): the same matches, found faster.
+_VOLATILE_ASCII = re.compile(_ascii_form(_VOLATILE_TOKEN.pattern), re.VERBOSE | re.ASCII)
 _COUNTERS = ("pid", "PID", "process", "attempt", "try", "retry", "revision", "rev", "execution",
              "iteration", "run", "job", "request", "session", "sess", "conversation", "build")
 # The counters' branches, each beside a probe: a pattern that finds, in the lowercased text, what
@@ -283,7 +321,7 @@ def _hex(match: re.Match[str]) -> str:
 def _mask(text: str) -> str:
     if not _HAS_DIGIT.search(text):
         return text  # every volatile token has a digit
-    text = _VOLATILE_TOKEN.sub(_hex, text)
+    text = (_VOLATILE_ASCII if text.isascii() else _VOLATILE_TOKEN).sub(_hex, text)
     led = _word_led(text)
     if led is not None:
         text = led.sub("_", text)
