@@ -491,7 +491,15 @@ def _failure_text(text: str, deep: bool) -> str | None:
 def _deep_error(text: str) -> re.Pattern[str] | None:
     """The pattern of the error lines to look for in ``text``: ``_DEEP_ERROR`` with only the
     branches ``text`` holds a word of, or None when it holds none (nothing can match)."""
-    held = tuple([any([word in text for word in words]) for words, _ in _DEEP_BRANCHES])
+    found: list[bool] = []
+    for words, _ in _DEEP_BRANCHES:  # plain loops: no list or generator per branch
+        for word in words:
+            if word in text:
+                found.append(True)
+                break
+        else:
+            found.append(False)
+    held = tuple(found)
     try:
         return _DEEP_BY_BRANCHES[held]
     except KeyError:
