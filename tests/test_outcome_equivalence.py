@@ -257,3 +257,10 @@ def test_the_volatile_tokens_of_an_ascii_text_are_masked_alike_with_the_ascii_fl
         assert outcome._VOLATILE_ASCII.sub(outcome._hex, text) == masked, text[:300]
         changed += masked != text
     assert changed > 10_000  # the patterns do mask
+
+
+def test_the_ascii_form_adds_the_separators_to_each_space_and_refuses_what_it_cannot_convert() -> None:
+    assert outcome._ascii_form(r"[T\s]x\s # a \s in a comment") == r"[T\s\x1c-\x1f]x[\s\x1c-\x1f] "
+    for pattern in (r"a\S", r"\bword", r"[]a]", r"[^]a]"):
+        with pytest.raises(ValueError):
+            outcome._ascii_form(pattern)

@@ -192,4 +192,3 @@ def command_kind(command: str) -> Kind | None:
             _COMMAND_KINDS.clear()
         _COMMAND_KINDS[command] = verdict
     return verdict
-

@@ -109,7 +109,7 @@ def _ascii_form(pattern: str) -> str:
             continue
         if c == "[" and not in_class:
             in_class = True
-            if pattern[i + 1 : i + 3] in ("]", "^]"):
+            if pattern[i + 1 : i + 2] == "]" or pattern[i + 1 : i + 3] == "^]":
                 raise ValueError("a class led by ']' has no ASCII form here")
         elif c == "]" and in_class:
             in_class = False

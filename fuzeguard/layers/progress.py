@@ -225,4 +225,3 @@ def _news(record: CallRecord, earlier: Iterable[CallRecord]) -> bool:
         else:
             return True
     return False
-
