@@ -449,15 +449,16 @@ def test_the_combined_cheap_exit_is_made_only_for_a_stack_holding_the_four_defau
     assert made is not None and made.others == (semantic,)
 
 
-def _detections_and_records(defer: bool, seed: int) -> tuple[list[Any], list[Any], int]:
-    """Random runs of acknowledging tools that answer short texts (now and then the same one),
-    with what the layers keep of each text extracted at completion or when first read."""
+def _detections_and_records(defer: bool, seed: int) -> tuple[list[Any], list[Any], int, int]:
+    """Random runs of acknowledging tools that answer short texts or numbers (now and then the
+    same one), with what the layers keep of each extracted at completion or when first read."""
     rng = random.Random(seed)
     config = Config.from_dict({"defaults": {"on_loop": "warn"}})
     tools = []
     for name in ("convert", "save_note", "tag_item"):
-        def body(arg: str) -> str:
-            return rng.choice([f"converted {arg}", "OK", f"saved {arg}\nline two", arg, "done"])
+        def body(arg: str) -> object:
+            return rng.choice([f"converted {arg}", "OK", f"saved {arg}\nline two", arg, "done",
+                               len(arg), 7, 0.5, True, None])
 
         body.__name__ = name
         tool = guard(body)
@@ -467,7 +468,7 @@ def _detections_and_records(defer: bool, seed: int) -> tuple[list[Any], list[Any
         tools.append(tool)
     detections: list[Any] = []
     records: list[Any] = []
-    deferred = 0
+    deferred = numbers = 0
     for _ in range(60):
         with fuzeguard.run("deferred", config=config) as run:
             for i in range(rng.randint(2, 40)):
@@ -475,9 +476,11 @@ def _detections_and_records(defer: bool, seed: int) -> tuple[list[Any], list[Any
                     rng.choice(["a", "b", f"new {i}", f"new {i}"]))
             detections += [(d.layer, d.call_index, d.action) for d in run.detections]
             deferred += sum(type(r.features) is Deferred for r in run.history)
+            numbers += sum(type(r.features) is Deferred and type(r.features._value) in (int, float)
+                           for r in run.history)
             records += [(r.fn, r.index, r.args_fp, r.result_fp, r.error, r.kind, dict(r.features))
                         for r in run.history]
-    return detections, records, deferred
+    return detections, records, deferred, numbers
 
 
 def test_features_extracted_when_first_read_give_the_verdicts_and_records_of_eager_ones() -> None:
@@ -485,6 +488,7 @@ def test_features_extracted_when_first_read_give_the_verdicts_and_records_of_eag
     deferred = _detections_and_records(defer=True, seed=9)
     assert len(eager[0]) > 10  # the layers do fire on these runs
     assert eager[2] == 0 and deferred[2] > 100  # and many extractions were deferred
+    assert deferred[3] > 50  # numbers' among them
     assert deferred[:2] == eager[:2]
 
 
@@ -494,7 +498,8 @@ def test_a_deferred_extraction_is_the_eager_one_and_reads_as_a_mapping() -> None
         return name
 
     plan = convert.guard.plan(Config())  # type: ignore[attr-defined]
-    for text in ["converted a.png", "a.png 12", "two words\nand a line", "", "one", "a b a b"]:
+    for text in ["converted a.png", "a.png 12", "two words\nand a line", "", "one", "a b a b",
+                 3, -2, 0.25, float("nan")]:
         for arguments in ({"name": "a.png", "size": 3}, {"name": "words", "size": 1}):
             eager = plan.features(arguments, text, None)
             late = Deferred(plan, arguments, text)

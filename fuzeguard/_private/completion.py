@@ -37,24 +37,26 @@ class _Unknown:
 UNKNOWN: Any = _Unknown()
 _NONE: dict[str, Any] = {}  # the features of a call no layer keeps anything of (never changed)
 _DEFERRED_TEXT = 4096  # texts up to this length have their features extracted when first read
+_NUMBERS = (int, float)  # number results, whose features are extracted when first read as well
 
 
 class Deferred(Mapping[str, Any]):
     """What the layers keep of a call (``Plan.features``), extracted when first read.
 
-    ``complete`` defers it where nothing reads it on the next call: a short text answered by work
-    of an acknowledging kind (``Plan.defer``) in a streak of calls of one function, whose next
-    call the layers settle without reading it (``progress`` sees acknowledged work, ``cycle`` a
-    streak of new arguments). The extraction is the one ``complete`` would have made, on the same
-    text, and reads nothing that can change: the kept content's plain units come from the text
-    alone (the units with the arguments' words masked are read for informing kinds only, which
-    these calls are not). The built-in content extractor never raises, so there is no failure
-    to report, whichever thread reads it first and whatever lock it holds.
+    ``complete`` defers it where nothing reads it on the next call: a short text or a number
+    answered by work of an acknowledging kind (``Plan.defer``) in a streak of calls of one
+    function, whose next call the layers settle without reading it (``progress`` sees
+    acknowledged work, ``cycle`` a streak of new arguments). The extraction is the one
+    ``complete`` would have made, on the same value, and reads nothing that can change: the
+    kept content's plain units come from the value alone (the units with the arguments' words
+    masked are read for informing kinds only, which these calls are not). The built-in content
+    extractor never raises, so there is no failure to report, whichever thread reads it first
+    and whatever lock it holds.
     """
 
     __slots__ = ("_arguments", "_got", "_plan", "_value")
 
-    def __init__(self, plan: Plan, arguments: Mapping[str, Any], value: str) -> None:
+    def __init__(self, plan: Plan, arguments: Mapping[str, Any], value: str | float) -> None:
         self._plan: Plan | None = plan
         self._arguments: Mapping[str, Any] | None = arguments
         self._value = value
@@ -146,7 +148,8 @@ def complete(
     else:
         result = None
     if (
-        plan.defer and failed is None and type(value) is str and len(value) <= _DEFERRED_TEXT
+        plan.defer and failed is None
+        and ((type(value) is str and len(value) <= _DEFERRED_TEXT) or type(value) in _NUMBERS)
         and call.kind == plan.kind and _in_a_streak(run, call)
     ):
         features: Mapping[str, Any] = Deferred(plan, call.arguments, value)

@@ -221,9 +221,9 @@ class Plan:
     # The default layers' cheap exits in one look (``layers._quiet``); None when the stack does
     # not hold them.
     quiet: Quiet | None = None
-    # Whether what the layers keep of a short text result may be extracted when first read
-    # (``completion.Deferred``): the function's kind is fixed and acknowledging, and the content
-    # units are all that is kept.
+    # Whether what the layers keep of a short text or a number result may be extracted when first
+    # read (``completion.Deferred``): the function's kind is fixed and acknowledging, and the
+    # content units are all that is kept.
     defer: bool = False
 
     def kind_of(self, arguments: Mapping[str, Any]) -> str:
