@@ -207,6 +207,15 @@ def test_help_is_complete_and_shows_an_example(
             assert option in out
 
 
+def test_version_prints_the_installed_version(capsys: pytest.CaptureFixture[str]) -> None:
+    import fuzeguard
+
+    assert main(["--version"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == f"fuzeguard {fuzeguard.__version__}\n" and not captured.err
+    assert fuzeguard.__version__[0].isdigit()
+
+
 def test_fuze_without_a_command_prints_help_and_exits_2(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

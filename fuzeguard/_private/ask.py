@@ -16,7 +16,6 @@ twice as many times as when it asked.
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextvars
 import inspect
 import threading
@@ -29,6 +28,8 @@ from fuzeguard._private.records import Detection
 from fuzeguard._private.secrets import exception_text
 
 if TYPE_CHECKING:
+    import concurrent.futures
+
     from fuzeguard._private.run import Run
 
 Answer = Literal["continue", "skip", "kill"]
@@ -62,6 +63,8 @@ def answer(hook: AskHook | None, question: Question, timeout: float) -> Answer:
     if hook is None:
         _log(run, question, "no ask callback is set (fuzeguard.run(ask=...)); the answer is kill")
         return NO_ANSWER
+    import concurrent.futures  # only here: a run that never asks need not load it
+
     done: concurrent.futures.Future[Any] = concurrent.futures.Future()
     context = contextvars.copy_context()
 

@@ -16,7 +16,6 @@ import re
 import sys
 import time
 from collections.abc import Sequence
-from concurrent.futures import BrokenExecutor
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -30,7 +29,7 @@ from fuzeguard._private.replay import (
     TraceSummary,
     trace_files,
 )
-from fuzeguard._private.replay_pool import default_jobs, replay_files
+from fuzeguard._private.replay_pool import WorkerLost, default_jobs, replay_files
 from fuzeguard._private.schema import schema
 
 EXIT_OK = 0
@@ -141,6 +140,18 @@ examples:
 """
 
 
+class _Version(argparse.Action):
+    """``--version``: the installed version, read from the package's metadata only when asked
+    (reading it costs every other command tens of milliseconds)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        from fuzeguard import __version__
+
+        sys.stdout.write(f"fuzeguard {__version__}\n")
+        parser.exit()
+
+
 def _parser() -> argparse.ArgumentParser:
     fmt = argparse.RawDescriptionHelpFormatter
     parser = argparse.ArgumentParser(
@@ -150,9 +161,8 @@ def _parser() -> argparse.ArgumentParser:
         epilog=_MAIN_EPILOG,
         formatter_class=fmt,
     )
-    from fuzeguard import __version__
-
-    parser.add_argument("--version", action="version", version=f"fuzeguard {__version__}")
+    parser.add_argument("--version", action=_Version, nargs=0,
+                        help="show the installed fuzeguard's version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
     demo = sub.add_parser(
         "demo",
@@ -661,7 +671,7 @@ def replay(
                 summary = replayer.replay_file(path, progress=bar.update if bar else None)
         except BrokenPipeError:
             raise  # our reader left (``| head``), not the trace: main() ends quietly
-        except (OSError, BrokenExecutor) as exc:
+        except (OSError, WorkerLost) as exc:
             return _unreplayable(path, exc, err)
         if bar is not None:
             bar.finish_trace(size)
@@ -721,7 +731,7 @@ def replay(
 def _unreplayable(path: str, exc: Exception, err: TextIO) -> int:
     """Say why the replay stopped at ``path`` (it cannot be read, or a replay process died);
     the exit status."""
-    if isinstance(exc, BrokenExecutor):  # the pool's BrokenProcessPool
+    if isinstance(exc, WorkerLost):
         # Every trace still in the workers' hands is lost with the pool: which one the process
         # that died was replaying is not known here.
         print(f"fuze replay: a replay process ended unexpectedly (out of memory? killed?) before "
@@ -938,7 +948,7 @@ def compare(
             a, b = next(replayed)
         except BrokenPipeError:
             raise
-        except (OSError, BrokenExecutor) as exc:
+        except (OSError, WorkerLost) as exc:
             return _unreplayable(path, exc, err)
         if fmt == "json":
             out.write(json.dumps({"trace": path, "a": _as_json(a), "b": _as_json(b),

@@ -27,6 +27,12 @@ from fuzeguard._private.config import Config
 from fuzeguard._private.replay import Problem, ReplayedDetection, Replayer, TraceSummary
 
 
+class WorkerLost(RuntimeError):
+    """A replay process ended unexpectedly (killed, out of memory): the traces it and the other
+    workers held are lost with the pool. Raised from the pool's ``BrokenProcessPool``, so that
+    a caller can catch it without importing ``concurrent.futures`` for a replay in one process."""
+
+
 def default_jobs() -> int:
     """The processes ``fuze replay`` uses by default: one per core it may run on."""
     try:
@@ -131,7 +137,7 @@ def replay_files(
 
     An ``OSError`` reading a trace is raised when its turn comes, after everything before it was
     handed over (as ``replay_file`` raises it); a worker process that dies raises
-    ``BrokenProcessPool``. ``jobs=1``, or a single trace, replays in this process; ``-`` (standard
+    ``WorkerLost``. ``jobs=1``, or a single trace, replays in this process; ``-`` (standard
     input) is always read here."""
     jobs = min(jobs, sum(1 for p in paths if p != "-"))
     if jobs <= 1:
@@ -139,7 +145,7 @@ def replay_files(
             yield [replayer.replay_file(path) for replayer in replayers]
         return
     # Imported here: a replay in one process (the most common) need not load multiprocessing.
-    from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures import BrokenExecutor, ProcessPoolExecutor
 
     specs = [_spec(replayer) for replayer in replayers]
     pool = ProcessPoolExecutor(jobs, mp_context=_context(), initializer=_start_worker,
@@ -153,7 +159,10 @@ def replay_files(
             if path == "-":
                 yield [replayer.replay_file(path) for replayer in replayers]
                 continue
-            replayed = next(results)
+            try:
+                replayed = next(results)
+            except BrokenExecutor as exc:
+                raise WorkerLost(str(exc)) from exc
             yield [_handed_over(r, one) for r, one in zip(replayers, replayed, strict=False)]
     finally:
         # Left early (a trace that cannot be read, a reader gone): what is queued is dropped.
