@@ -18,11 +18,13 @@ from fuzeguard import Config, guard
 from fuzeguard._private import outcome
 from fuzeguard._private.completion import Deferred
 from fuzeguard._private.fingerprint import fingerprint
-from fuzeguard._private.layer import RunView
+from fuzeguard._private.kinds import KINDS
+from fuzeguard._private.layer import Feature, RunView
 from fuzeguard._private.outcome import mask_text, reads_as_error, skeleton
 from fuzeguard._private.records import IN_FLIGHT, Call, CallRecord, Detection
 from fuzeguard.layers import Cycle, Dedup, Iterations, Progress, Semantic
 from fuzeguard.layers._content import content_of, echo_of, observe
+from fuzeguard.layers._evidence import INFORMING
 from fuzeguard.layers._quiet import quiet_check
 from fuzeguard.layers._similarity import SKETCH_SIZE, Chant, ChantScanner, sketch
 from fuzeguard.layers.iterations import DEFAULT_CAP, MIN_EVIDENCE, PRODUCTIVE_SHARE, WAIVER_WINDOW
@@ -101,6 +103,64 @@ def test_a_texts_content_is_its_units_as_they_are_and_with_the_echoed_words_mask
         expected = plain if not isinstance(plain, frozenset) else (
             plain, content_of(text, None, echo_of(arguments)))
         assert observe(arguments, text, None) == expected, text
+
+
+def test_the_content_kept_for_a_kind_is_what_its_readers_read_of_both_variants() -> None:
+    """Given the call's kind, ``observe`` computes only the variant ``units_of`` reads for that
+    kind (plain, or with the echoed words masked) and keeps it in both places."""
+    rng = random.Random(6)
+    texts = _texts(seed=5, count=1500)
+    texts += ["\n".join(rng.sample(texts, rng.randint(2, 6))) for _ in range(500)]
+    texts += ["\n".join(rng.sample(texts, 40)) * 3 for _ in range(20)]  # past the small-text size
+    masked_kinds = 0
+    for text in texts:
+        arguments = {"query": " ".join(rng.choice(["ab", "x", "None", "3", "run", "\u00e9"])
+                                       for _ in range(rng.randint(0, 3))), "limit": 3}
+        for result, error in ((text, None), (None, ValueError(text)), (7, None)):
+            both = observe(arguments, result, error)
+            for kind in KINDS:
+                one = observe(arguments, result, error, kind)
+                if type(both) is not tuple:
+                    assert one == both, (text, kind)
+                    continue
+                read = 1 if kind in INFORMING else 0
+                assert one == (both[read], both[read]), (text, kind)
+                masked_kinds += both[0] != both[1]
+    assert masked_kinds > 200  # echoed words were masked often enough to tell the variants apart
+
+
+def test_a_feature_kept_by_kind_is_given_the_kind_of_the_call() -> None:
+    seen: list[Any] = []
+
+    def by_kind(arguments: Any, result: Any, error: Any, kind: str | None) -> str | None:
+        seen.append(kind)
+        return kind
+
+    def plain(arguments: Any, result: Any, error: Any) -> int:
+        return 1
+
+    @dataclasses.dataclass(frozen=True)
+    class Reads:
+        name = "reads"
+        features = (Feature("kind", by_kind, by_kind=True), Feature("plain", plain))
+
+        def check(self, run: RunView, call: Call) -> Detection | None:
+            return None
+
+    @guard(layers=[Reads()])
+    def read_file(path: str) -> str:
+        return "text of " + path
+
+    @guard(layers=[Reads()], kind="write")
+    def save(path: str) -> str:
+        return "saved"
+
+    with fuzeguard.run("kinds") as run:
+        read_file("a")
+        save("b")
+    assert seen == ["read", "write"]
+    assert [(r.features["kind"], r.features["plain"]) for r in run.history] == [
+        ("read", 1), ("write", 1)]
 
 
 def _tools(names: list[str], body: Callable[[str], Any], layer: object) -> dict[str, Any]:
@@ -501,7 +561,7 @@ def test_a_deferred_extraction_is_the_eager_one_and_reads_as_a_mapping() -> None
     for text in ["converted a.png", "a.png 12", "two words\nand a line", "", "one", "a b a b",
                  3, -2, 0.25, float("nan")]:
         for arguments in ({"name": "a.png", "size": 3}, {"name": "words", "size": 1}):
-            eager = plan.features(arguments, text, None)
+            eager = plan.features(arguments, text, None, kind=plan.kind)
             late = Deferred(plan, arguments, text)
             assert late.get("content") == eager.get("content")
             assert dict(late) == eager and late == eager and len(late) == len(eager)
@@ -532,7 +592,7 @@ def test_a_deferred_extraction_read_by_many_threads_at_once_gives_each_the_eager
 
     plan = convert.guard.plan(Config())  # type: ignore[attr-defined]
     texts = [f"converted file {i} of {i % 7}" for i in range(300)]
-    eager = [plan.features({"name": "f"}, text, None) for text in texts]
+    eager = [plan.features({"name": "f"}, text, None, kind=plan.kind) for text in texts]
     late = [Deferred(plan, {"name": "f"}, text) for text in texts]
     start = threading.Barrier(8)
     seen: list[list[Any]] = []

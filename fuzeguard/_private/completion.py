@@ -70,7 +70,8 @@ class Deferred(Mapping[str, Any]):
                 got = self._got  # extracted meanwhile in another thread, which set it first
                 assert got is not None
                 return got
-            got = self._got = plan.features(arguments, self._value, None)
+            # Deferred for calls of the plan's own kind only (``complete``).
+            got = self._got = plan.features(arguments, self._value, None, kind=plan.kind)
             self._plan = self._arguments = None  # nothing more to extract
         return got
 
@@ -155,7 +156,7 @@ def complete(
         features: Mapping[str, Any] = Deferred(plan, call.arguments, value)
     elif plan.result_features or plan.call_features or (failed and plan.failure_features):
         features = plan.features(call.arguments, value, error, run._feature_failed,
-                                 failed is not None)
+                                 failed is not None, call.kind)
     else:
         features = _NONE
     record: CallRecord = new_record(

@@ -166,10 +166,14 @@ class Feature:
     """
 
     key: str
-    extract: Callable[[Mapping[str, Any], Any, BaseException | None], Any]
+    extract: Callable[..., Any]
     #: Extracted only for calls that failed (raised, or returned a result that reads as an
     #: error); other calls keep nothing under ``key``, at no cost.
     failures_only: bool = False
+    #: ``extract`` takes the call's kind as well: ``extract(arguments, result, error, kind)``,
+    #: ``kind`` the ``CallRecord.kind`` the value is kept with, or None where it is not known. A
+    #: feature read differently by kind can then compute only what that kind's readers read.
+    by_kind: bool = False
 
 
 @runtime_checkable

@@ -39,9 +39,9 @@ if typing.TYPE_CHECKING:
     from fuzeguard.layers._quiet import Quiet
 
 ResultExtractor = tuple[str, Callable[[Any, BaseException | None], Any], tuple[str, ...]]
-CallExtractor = tuple[
-    str, Callable[[Mapping[str, Any], Any, BaseException | None], Any], tuple[str, ...]
-]
+# key, extract, the layers that read it, and whether ``extract`` takes the call's kind too
+# (``Feature.by_kind``).
+CallExtractor = tuple[str, Callable[..., Any], tuple[str, ...], bool]
 
 _EMPTY = inspect.Parameter.empty
 _WORDY = re.compile(r"[^\W_]")
@@ -269,9 +269,11 @@ class Plan:
         error: BaseException | None,
         on_error: Callable[[str, Exception], object] | None = None,
         failed: bool = False,
+        kind: str | None = None,
     ) -> dict[str, Any]:
         """What the layers keep of one completed call (``CallRecord.features``), live or replayed;
-        ``failed``: the call failed, and the features kept of failures only are extracted too.
+        ``failed``: the call failed, and the features kept of failures only are extracted too;
+        ``kind``: the call's kind, handed to the features that take it (None: not known).
 
         An extractor that raises keeps nothing of this call (its key is left out, which layers
         read as "nothing known") and each layer that reads that key is reported to ``on_error``;
@@ -288,9 +290,12 @@ class Plan:
         extractors = (
             self.call_features + self.failure_features if failed else self.call_features
         )
-        for key, call_extract, readers in extractors:
+        for key, call_extract, readers, by_kind in extractors:
             try:
-                out[key] = call_extract(arguments, result, error)
+                out[key] = (
+                    call_extract(arguments, result, error, kind) if by_kind
+                    else call_extract(arguments, result, error)
+                )
             except Exception as exc:
                 if on_error is not None:
                     for name in readers:
@@ -408,7 +413,7 @@ def build_plan(
         quiet=quiet_check(layers),
         defer=(
             not infer and kind in ACKNOWLEDGING and not result_features and bool(call_features)
-            and all(extract is CONTENT.extract for _, extract, _ in call_features)
+            and all(extract is CONTENT.extract for _, extract, _, _ in call_features)
         ),
     )
 
@@ -470,6 +475,7 @@ def _extractors(
     # key -> (takes the arguments, extractor, the layers that read it)
     entries: dict[str, tuple[bool, Callable[..., Any], tuple[str, ...]]] = {}
     failures_only: set[str] = set()
+    by_kind: set[str] = set()  # the keys of features whose extractor takes the call's kind
 
     def add(key: str, owner: object, with_arguments: bool, extract: Callable[..., Any],
             reader: str) -> None:
@@ -502,14 +508,16 @@ def _extractors(
                 add(feature.key, feature, True, feature.extract, reader)
                 if feature.failures_only:
                     failures_only.add(feature.key)
+                if feature.by_kind:
+                    by_kind.add(feature.key)
     return (
         tuple((key, f, readers) for key, (args, f, readers) in entries.items() if not args),
         tuple(
-            (key, f, readers) for key, (args, f, readers) in entries.items()
+            (key, f, readers, key in by_kind) for key, (args, f, readers) in entries.items()
             if args and key not in failures_only
         ),
         tuple(
-            (key, f, readers) for key, (args, f, readers) in entries.items()
+            (key, f, readers, key in by_kind) for key, (args, f, readers) in entries.items()
             if key in failures_only
         ),
     )

@@ -42,6 +42,7 @@ LARGE: Final = "large"
 
 _ECHO_ITEMS: Final = 16
 _ECHO_CHARS: Final = 2000
+_NO_ECHO: Final[frozenset[str]] = frozenset()
 _WORD = re.compile(r"\w+")
 # The same words in a text that is all ASCII (the common case), found faster: in ASCII, ``\w``
 # is the same set of characters with the flag or without it.
@@ -182,39 +183,48 @@ def _text_units(text: str, units: set[Any], counts: list[int], echo: frozenset[s
 
 
 def observe(
-    arguments: Mapping[str, Any], result: Any, error: BaseException | None
+    arguments: Mapping[str, Any], result: Any, error: BaseException | None,
+    kind: str | None = None,
 ) -> Any:
     """What ``progress`` and ``cost_velocity`` keep of a call: ``NEUTRAL``, ``LARGE``, or its content
     units twice, as they are and with the words that echo the arguments masked (``units_of``
-    picks one by the call's kind)."""
+    picks one by the call's kind). Given the call's ``kind``, only the one ``units_of`` reads
+    for that kind is computed, and stands in both places (``CONTENT`` is kept ``by_kind``)."""
     t = type(result)
     if (t is int or t is float) and error is None:
         # A number's one unit (``None=3``, as ``_walk`` keeps it) holds no word to mask.
         number = frozenset((f"None={result!r}",))
         return (number, number)
+    # Whether the masked units are read (an informing kind), and the plain ones.
+    masks = kind is None or kind in INFORMING
+    plain_read = kind is None or kind not in INFORMING
     if t is str and error is None and len(result) <= SMALL_TEXT and "\n" not in result:
         # A one-line text (``_content``'s common case): its words are split once for both.
         words = (_ASCII_WORD if result.isascii() else _WORD).findall(result)
         if not words:
             return NEUTRAL
         line = _pairs(words)
-        if _echoes_none(arguments, words):
+        if not masks or _echoes_none(arguments, words):
             return (line, line)
         echo = echo_of(arguments)
         if not echo or echo.isdisjoint(words):
             return (line, line)
-        return (line, _pairs([w if w not in echo else "_" for w in words]))
+        masked = _pairs([w if w not in echo else "_" for w in words])
+        return (line if plain_read else masked, masked)
     if t is str and error is None and len(result) <= SMALL_TEXT:
-        return _observe_lines(result, echo_of(arguments))
+        if not masks:
+            return _observe_lines(result, _NO_ECHO)
+        units = _observe_lines(result, echo_of(arguments))
+        return units if plain_read or type(units) is not tuple else (units[1], units[1])
     plain = content_of(result, error)
-    if not isinstance(plain, frozenset):
-        return plain
+    if not isinstance(plain, frozenset) or not masks:
+        return (plain, plain) if isinstance(plain, frozenset) else plain
     if error is not None:
-        return (plain, _error_units(error, arguments))
-    echo = echo_of(arguments)
-    if not echo:
-        return (plain, plain)
-    return (plain, _masked(plain, echo))
+        masked = _error_units(error, arguments)
+    else:
+        echo = echo_of(arguments)
+        masked = _masked(plain, echo) if echo else plain
+    return (plain if plain_read else masked, masked)
 
 
 def _error_units(error: BaseException, arguments: Mapping[str, Any]) -> frozenset[Any]:
@@ -289,7 +299,7 @@ def _pairs(words: list[str]) -> frozenset[Any]:
 
 
 # Kept once per call in ``CallRecord.features["content"]``, however many layers read it.
-CONTENT: Final = Feature("content", observe)
+CONTENT: Final = Feature("content", observe, by_kind=True)
 
 
 def units_of(record: CallRecord, key: str) -> Any:
