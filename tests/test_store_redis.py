@@ -23,6 +23,7 @@ from store_worker import ask, fetch, letters  # the same tools the worker proces
 import fuzeguard
 from fuzeguard import Config, LoopDetected, StoreUnavailable, guard
 from fuzeguard._private.store import redis as redis_store
+from fuzeguard.testing import capture_detections
 
 WORKER = Path(__file__).with_name("store_worker.py")
 
@@ -870,6 +871,40 @@ def test_ask_in_a_shared_run_puts_the_question_and_shares_only_the_answer(
         assert (other.killed is not None) == (reply == "kill")
         assert other.stats().calls == (3 if reply == "continue" else 2)
     assert (run.killed is not None) == (reply == "kill")
+
+
+@pytest.mark.parametrize("from_snapshot", [False, True])
+def test_a_continue_given_in_one_process_raises_the_bar_in_every_process(
+    redis_server: RedisServer, from_snapshot: bool
+) -> None:
+    """A person let a loop go on in one process: another process of the run detects the same
+    pattern again and warns, below the raised bar, instead of taking the ladder's next step (a
+    kill) or asking again; whether it reads the answer from the run's events or, joining after
+    many more calls, from its snapshot."""
+    asked: list[str] = []
+
+    def answer(question: Any) -> str:
+        asked.append(question.fn)
+        return "continue"
+
+    search = _asking_search()
+    name = f"bar-{from_snapshot}"
+    with shared(redis_server, name, ask=answer):
+        for _ in range(3):
+            search("same")  # the third is asked about, and let go on
+        if from_snapshot:
+            for i in range(2 * redis_store.SNAPSHOT_EVERY):
+                fetch(i)
+    assert asked == ["asked_search"]
+    with shared(redis_server, name, ask=answer) as other, capture_detections() as found:
+        if from_snapshot:
+            assert redis_server.client().llen(f"fuzeguard:{{{name}}}:e") < redis_store.SNAPSHOT_EVERY
+            search("same")
+            search("same")
+        assert search("same") == "3 results for same"
+    assert asked == ["asked_search"]  # not asked again, not killed
+    assert other.killed is None
+    assert [(d.layer, d.action) for d in found][-1:] == [("dedup", "warn")]
 
 
 def test_ask_in_a_shared_run_does_not_block_the_event_loop(redis_server: RedisServer) -> None:

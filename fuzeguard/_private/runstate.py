@@ -329,14 +329,20 @@ class RunState:
         for d in decision.detections:
             if d.action == "ask":
                 if answer == "continue":
-                    key = pattern_key(d)
-                    hits = self._hits.get(key, 0)
-                    step = self._bars[key][0] if key in self._bars else hits
-                    self._bars[key] = (step, 2 * (hits + 1) + 1)
+                    self._raise_bar(d)
                 d = dataclasses.replace(d, action=action)  # type: ignore[arg-type]
             detections.append(d)
         return settle(Decision(decision.action, decision.index, decision.detection,
                                tuple(detections)))
+
+    def _raise_bar(self, detection: Detection) -> None:
+        """A person let the pattern of ``detection`` go on (``ask`` answered "continue", lock
+        held): it stays at its step, and is asked about again once detected more than twice as
+        many times as now. Here, or in every process of a shared run (``store.events``)."""
+        key = pattern_key(detection)
+        hits = self._hits.get(key, 0)
+        step = self._bars[key][0] if key in self._bars else hits
+        self._bars[key] = (step, 2 * (hits + 1) + 1)
 
     def _count(self, call: Call, decision: Decision) -> None:
         """Book a decision ``_judge`` made (here or, for a shared run, in another process)."""

@@ -37,9 +37,16 @@ def wall_of(run: Run) -> float:
     return time.time() - (time.monotonic() - run._start)
 
 
-def decided(worker: str, number: int, call: Call, decision: Decision) -> dict[str, Any]:
-    return {"k": "d", "w": worker, "n": number, "fn": call.fn, "fp": call.args_fp.hex(),
-            "kind": call.kind, "x": codec.decision_out(decision), "t": time.time()}
+def decided(
+    worker: str, number: int, call: Call, decision: Decision, let_go: list[int] | None = None
+) -> dict[str, Any]:
+    """A call decided. ``let_go``: the positions, among the decision's detections, of those a
+    person answered "continue" to (``ask``): every process raises their bar (``_raise_bar``)."""
+    event = {"k": "d", "w": worker, "n": number, "fn": call.fn, "fp": call.args_fp.hex(),
+             "kind": call.kind, "x": codec.decision_out(decision), "t": time.time()}
+    if let_go:
+        event["b"] = let_go
+    return event
 
 
 def count(run: Run, call: Call, decision: Decision, event: dict[str, Any]) -> None:
@@ -104,6 +111,8 @@ def apply(run: Run, event: dict[str, Any], encoded: Encoded | None = None) -> No
                     kind=event.get("kind", "other"))
         if decision.index != call.index:  # decided on a copy behind the log (``RELAXED``)
             call, decision = reindexed(call, decision, call.index)
+        for i in event.get("b", ()):  # raised where it was asked, on this same state
+            run._raise_bar(decision.detections[i])
         if decision.action != "kill" or decision.detections:
             count(run, call, decision, event)
     elif kind == "c":
@@ -255,6 +264,8 @@ def snapshot(run: Run, encoded: Encoded | None = None) -> str:
         "detections_by_layer": run._detections_by_layer,
         "killed": None if run._killed is None else codec.detection_out(run._killed),
         "hits": [[codec.encode(key) if _encodable(key) else None, n] for key, n in run._hits.items()],
+        "bars": [[codec.encode(key), step, bar] for key, (step, bar) in run._bars.items()
+                 if _encodable(key)],
         "kept": [codec.detection_out(d) for d in run._kept],
         "history": history,
     }
@@ -288,6 +299,7 @@ def restore(run: Run, text: str) -> None:
     run._detections_by_layer = dict(state["detections_by_layer"])
     run._killed = None if state["killed"] is None else codec.detection_in(state["killed"])
     run._hits = {_key(k): n for k, n in state["hits"] if k is not None}
+    run._bars = {_key(k): (step, bar) for k, step, bar in state.get("bars", ())}
     run._kept = deque((codec.detection_in(d) for d in state["kept"]), maxlen=run._kept.maxlen)
     for record in state["history"]:
         run._append(codec.record_in(record))

@@ -825,17 +825,20 @@ class RedisStore:
             call, decision = run._judge(plan, args_fp, arguments, kind)
             if decision is _REFUSED or (decision.action == "kill" and not decision.detections):
                 return call, decision  # refused (failing layer, or killed): nothing to write
+            let_go: list[int] | None = None
             if decision.action == "ask":
                 if reply_given is None:
                     reply_given = yield (ASK, run, [call, decision])
                     if run._killed is not None:  # killed by another call meanwhile
                         continue
+                if reply_given == "continue":  # every process raises these patterns' bar
+                    let_go = [i for i, d in enumerate(decision.detections) if d.action == "ask"]
                 decision = run._answered(decision, reply_given)
             if over is not None and decision.action in ("call", "warn"):
                 decision = limit_decision(plan, call, dataclasses.replace(
                     over, call_index=call.index))
             counts = 1 if decision.action in ("call", "warn") else 0
-            event = events.decided(self.worker, self._next(), call, decision)
+            event = events.decided(self.worker, self._next(), call, decision, let_go)
             if not reachable or conflicts >= MAX_CONFLICTS:
                 return self._locally(run, call, decision, event, None)
             try:
