@@ -101,6 +101,10 @@ def test_import_is_cheap() -> None:
         "heavy = [m for m in ('structlog', 'rapidfuzz', 'numpy', 'pydantic', 'asyncio',\n"
         "    'concurrent.futures', 'multiprocessing', 'importlib.metadata') if m in sys.modules]\n"
         "print(heavy)\n"
+        "tool = fuzeguard.guard(lambda query: query, name='search')\n"
+        "with fuzeguard.run('plain', config=fuzeguard.Config()):\n"
+        "    tool('a'); tool('b')\n"
+        "print('rapidfuzz' in sys.modules)\n"  # the default layers compare no texts here
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
+    assert out.stdout.split() == ["[]", "False"]

@@ -28,8 +28,6 @@ import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from typing import Any, Final
 
-from rapidfuzz.distance import Indel, LCSseq
-
 from fuzeguard._private.settings import VOLATILE_KEYS
 
 LONG_TEXT: Final = 5000
@@ -179,6 +177,8 @@ def similarity(a: Text, b: Text, cutoff: float = 0.0) -> float:
         return sketch_similarity(a.sketch, b.sketch)
     if a.text == b.text:
         return 1.0
+    from rapidfuzz.distance import Indel, LCSseq  # here: loading it costs every start-up
+
     chars = LCSseq.normalized_similarity(a.text, b.text, score_cutoff=cutoff)
     words = 0.0
     if a.words and b.words:

@@ -26,8 +26,6 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from rapidfuzz.distance import Indel
-
 from fuzeguard._private.layer import Feature, LayerSettings, RunView, setting
 from fuzeguard._private.records import Call, CallRecord, Detection, Kind
 from fuzeguard.layers._evidence import FAILED, changes_state, last_change, novelty, repeat_key
@@ -240,6 +238,8 @@ class Dedup(LayerSettings):
             return None
         if len(failed) > threshold:
             return self._detection(call, len(failed) + 1, threshold, "loop", FAILED, alike=True)
+        from rapidfuzz.distance import Indel  # here: most runs never compare two attempts
+
         pending = attempt_text(call.arguments)
         cutoff = self.similarity_threshold
         for record in failed:
