@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
+import fuzeguard
 from tests.notes_scenario import FIRST, NOTE, SECOND, Script, lookup, scenario
 
 # --------------------------------------------------------------------------- LangChain
@@ -134,6 +135,96 @@ def test_pydantic_ai_hands_the_runs_notes_to_the_model_once() -> None:
     agent = Agent(FunctionModel(scripted), tools=[lookup], capabilities=[LoopGuard()])
     scenario(lambda prompt: agent.run_sync(prompt))
     script.check()
+
+
+@pytest.mark.parametrize("returns", ["dict", "tool return"])
+def test_pydantic_ai_hands_the_notes_to_the_model_with_a_result_that_is_not_text(
+    returns: str,
+) -> None:
+    """A tool that answers a dict (or its own ``ToolReturn``) gets the notes as content the model
+    reads after the result, once, with the result itself unchanged."""
+    from pydantic_ai import Agent, ToolReturn
+    from pydantic_ai.messages import (
+        ModelMessage,
+        ModelRequest,
+        ModelResponse,
+        TextPart,
+        ToolCallPart,
+        ToolReturnPart,
+        UserPromptPart,
+    )
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+    from fuzeguard.integrations.pydantic_ai import LoopGuard
+    from tests.notes_scenario import WARNING
+
+    def record(key: str) -> Any:
+        """Look a record up."""
+        found = {"key": key, "value": f"value of {key}"}
+        return found if returns == "dict" else ToolReturn(found, content=f"source of {key}: db")
+
+    def scripted(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        returned = [p for m in messages if isinstance(m, ModelRequest) for p in m.parts
+                    if isinstance(p, ToolReturnPart)]
+        if len(returned) < 3:
+            key = f"k{len(returned) + 1}"
+            return ModelResponse(parts=[ToolCallPart("record", {"key": key}, tool_call_id=key)])
+        return ModelResponse(parts=[TextPart("done")])
+
+    agent = Agent(FunctionModel(scripted), tools=[record], capabilities=[LoopGuard()])
+    with capture_logs(), fuzeguard.run("notes", max_calls=4, warn_at=[0.5]) as run:
+        messages = agent.run_sync("look up k1 k2 k3").all_messages()
+        assert run.notes() == []
+    requests = [m for m in messages if isinstance(m, ModelRequest)]
+    returned = [p.content for m in requests for p in m.parts if isinstance(p, ToolReturnPart)]
+    assert returned == [{"key": k, "value": f"value of {k}"} for k in ("k1", "k2", "k3")]
+    told = [(i, str(p.content)) for i, m in enumerate(requests) for p in m.parts
+            if isinstance(p, UserPromptPart) and WARNING in str(p.content)]
+    assert len(told) == 1  # once, in the request that returned k2 (the second call)
+    with_k2 = next(i for i, m in enumerate(requests) for p in m.parts
+                   if isinstance(p, ToolReturnPart) and p.tool_call_id == "k2")
+    assert told[0][0] == with_k2
+    if returns == "tool return":  # the tool's own content comes first
+        assert told[0][1].startswith("source of k2: db\n\n")
+
+
+def test_pydantic_ai_shows_a_warned_call_s_note_after_a_result_that_is_not_text() -> None:
+    from pydantic_ai import Agent
+    from pydantic_ai.messages import (
+        ModelMessage,
+        ModelRequest,
+        ModelResponse,
+        TextPart,
+        ToolCallPart,
+        ToolReturnPart,
+        UserPromptPart,
+    )
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+    from fuzeguard.integrations.pydantic_ai import LoopGuard
+
+    def record(key: str) -> dict[str, str]:
+        """Look a record up."""
+        return {"key": key, "value": "unchanged"}
+
+    def scripted(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        returned = sum(isinstance(p, ToolReturnPart) for m in messages
+                       if isinstance(m, ModelRequest) for p in m.parts)
+        if returned < 4:  # the same lookup again and again
+            return ModelResponse(parts=[ToolCallPart("record", {"key": "k1"},
+                                                     tool_call_id=f"c{returned}")])
+        return ModelResponse(parts=[TextPart("done")])
+
+    agent = Agent(FunctionModel(scripted), tools=[record],
+                  capabilities=[LoopGuard(on_loop="warn")])
+    with capture_logs(), fuzeguard.run("warned"):
+        messages = agent.run_sync("look up k1").all_messages()
+    parts = [p for m in messages if isinstance(m, ModelRequest) for p in m.parts]
+    assert [p.content for p in parts if isinstance(p, ToolReturnPart)] == [
+        {"key": "k1", "value": "unchanged"}] * 4
+    notes = [str(p.content) for p in parts
+             if isinstance(p, UserPromptPart) and "[fuzeguard warning]" in str(p.content)]
+    assert notes and all("record" in note for note in notes)
 
 
 # --------------------------------------------------------------------------- Google ADK

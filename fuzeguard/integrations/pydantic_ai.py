@@ -6,7 +6,8 @@ has (``tools=``, ``@agent.tool`` / ``@agent.tool_plain``, ``toolsets=``), withou
 capability wraps the run's assembled toolset. Each ``agent.run()`` / ``run_sync()`` is a run of its
 own (``wrap_run``); a ``fuzeguard.run()`` current at the call wins, and an agent run inside a tool
 of another gets a child run. A skip returns the detection's message as the tool's result; a warned
-text result carries a short note for the model; a kill ends the run with the final answer as its
+text result carries a short note for the model (any other result, a ``ToolReturn`` whose
+``content`` the model reads after it); a kill ends the run with the final answer as its
 ``output`` (the model is not asked again), or raises ``LoopDetected`` with
 ``exit_behavior="error"``. To make the runs of one conversation one run:
 ``with conversations.run_for(conversation_id): agent.run_sync(...)``
@@ -22,17 +23,24 @@ Install with ``pip install 'fuzeguard[pydantic-ai]'``.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pydantic_ai import RunContext
+from pydantic_ai import RunContext, ToolReturn
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.run import AgentRunResult
 from pydantic_ai.toolsets import AbstractToolset, WrapperToolset
 from pydantic_ai.toolsets.abstract import ToolsetTool
 
 from fuzeguard._private.exceptions import LoopDetected
-from fuzeguard.integrations._calls import ExitBehavior, ToolCalls, final_answer, with_notes
+from fuzeguard.integrations._calls import (
+    ExitBehavior,
+    Outcome,
+    ToolCalls,
+    final_answer,
+    with_notes,
+)
 from fuzeguard.integrations._calls import exit_behavior as exit_behavior_of
 from fuzeguard.integrations._runs import InvocationRuns, invocation, invocation_run, open_run, within
 
@@ -65,10 +73,30 @@ class LoopGuardToolset(WrapperToolset[Any]):
             name, tool_args, lambda: self.wrapped.call_tool(name, tool_args, ctx, tool)
         )
         if outcome.runs:
-            return with_notes(result, outcome)
+            return _noted(result, outcome)
         if outcome.skipped is not None:
             return outcome.skipped.value
         raise outcome.error()
+
+
+def _noted(result: Any, outcome: Outcome) -> Any:
+    """The tool's result with the notes for the model: appended to a text; for any other result,
+    sent as the ``content`` of a ``ToolReturn``, which the model reads after the result (the
+    result itself unchanged)."""
+    if isinstance(result, str):
+        return with_notes(result, outcome)
+    notes = outcome.notes()
+    if not notes:
+        return result
+    text = "\n\n".join(notes)
+    if not isinstance(result, ToolReturn):
+        return ToolReturn(result, content=text)
+    content = result.content  # the tool's own ``ToolReturn``: a copy with the notes after its content
+    if content is None:
+        return dataclasses.replace(result, content=text)
+    if isinstance(content, str):
+        return dataclasses.replace(result, content=f"{content}\n\n{text}")
+    return dataclasses.replace(result, content=[*content, text])
 
 
 def loop_guard(toolset: AbstractToolset[Any], **options: Unpack[ToolOptions]) -> LoopGuardToolset:
