@@ -907,6 +907,36 @@ def test_a_continue_given_in_one_process_raises_the_bar_in_every_process(
     assert [(d.layer, d.action) for d in found][-1:] == [("dedup", "warn")]
 
 
+def test_a_snapshot_restores_all_the_state_the_layers_and_the_ladder_read() -> None:
+    """A process that joins a shared run from its snapshot holds what every other process holds:
+    counters, history, each pattern's hits, the turn it last stepped in, and the raised bars."""
+    from fuzeguard._private.store import events
+
+    @guard(name="snap_search", on_loop="warn")
+    def snap_search(query: str) -> str:
+        return "3 results for " + query
+
+    with fuzeguard.run("snap", config=Config()) as run:
+        for _ in range(3):
+            for _ in range(4):
+                snap_search("same")
+            run.end_turn()
+        fetch(1)
+        with run._lock:
+            run._raise_bar(run.detections[0])
+            text = events.snapshot(run)
+    assert run._turns_marked and run._hit_turns and run._bars  # each part is there to restore
+    copy = fuzeguard.run("snap-copy", config=Config())
+    with copy._lock:
+        events.restore(copy, text)
+    for part in ("_attempts", "_calls", "_skipped", "_errors", "_cost", "_turn", "_turn_calls",
+                 "_calls_by_fn", "_detections", "_detections_by_layer", "_hits", "_bars",
+                 "_hit_turns", "_turns_marked"):
+        assert getattr(copy, part) == getattr(run, part), part
+    assert [(r.fn, r.index, r.args_fp, r.result_fp) for r in copy.history] == [
+        (r.fn, r.index, r.args_fp, r.result_fp) for r in run.history]
+
+
 def test_ask_in_a_shared_run_does_not_block_the_event_loop(redis_server: RedisServer) -> None:
     import threading
 

@@ -266,6 +266,9 @@ def snapshot(run: Run, encoded: Encoded | None = None) -> str:
         "hits": [[codec.encode(key) if _encodable(key) else None, n] for key, n in run._hits.items()],
         "bars": [[codec.encode(key), step, bar] for key, (step, bar) in run._bars.items()
                  if _encodable(key)],
+        "turns_marked": run._turns_marked,
+        "hit_turns": [[codec.encode(key), turn] for key, turn in run._hit_turns.items()
+                      if _encodable(key)],
         "kept": [codec.detection_out(d) for d in run._kept],
         "history": history,
     }
@@ -300,6 +303,9 @@ def restore(run: Run, text: str) -> None:
     run._killed = None if state["killed"] is None else codec.detection_in(state["killed"])
     run._hits = {_key(k): n for k, n in state["hits"] if k is not None}
     run._bars = {_key(k): (step, bar) for k, step, bar in state.get("bars", ())}
+    # Whether the ladder steps once per turn, and the turn each pattern last stepped in.
+    run._turns_marked = state.get("turns_marked", False)
+    run._hit_turns = {_key(k): turn for k, turn in state.get("hit_turns", ())}
     run._kept = deque((codec.detection_in(d) for d in state["kept"]), maxlen=run._kept.maxlen)
     for record in state["history"]:
         run._append(codec.record_in(record))
