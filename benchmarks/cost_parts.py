@@ -32,13 +32,27 @@ from _common import Row, floor_batch, median, per_call, queries, us
 
 import fuzeguard
 from fuzeguard import Config, guard
+from fuzeguard._private.completion import _DEFERRED_TEXT, _NUMBERS, Deferred
 from fuzeguard._private.fastinit import new_call, new_decision, new_record
+from fuzeguard._private.plan import Plan
+from fuzeguard._private.records import Call
 
 SECTION = "1b. overhead by stage"
 HIGH_CAP = overhead.HIGH_CAP  # as in the overhead section: the count is checked only
 # The int tool and the acknowledging short-text tool of the overhead section, with their targets.
 TOOLS: dict[str, Callable[..., Any]] = {"int": overhead.count, "short text": overhead.convert}
 TARGETS = {"int": overhead.TARGETS["int"], "short text": overhead.TARGETS["text"]}
+
+
+def _kept(plan: Plan, call: Call, value: Any, failed: str | None, streak: bool) -> Any:
+    """What the layers keep of a result, as ``completion.complete`` keeps it: extracted when first
+    read (``Deferred``) where it defers, else at once, for the call's kind."""
+    if (
+        plan.defer and failed is None and call.kind == plan.kind and streak
+        and ((type(value) is str and len(value) <= _DEFERRED_TEXT) or type(value) in _NUMBERS)
+    ):
+        return Deferred(plan, call.arguments, value)
+    return plan.features(call.arguments, value, None, kind=call.kind)
 
 
 def _stages(tool: Callable[..., Any], qs: list[str]) -> dict[str, Callable[[], None]]:
@@ -71,8 +85,8 @@ def _stages(tool: Callable[..., Any], qs: list[str]) -> dict[str, Callable[[], N
             plan.judge_result(result, call)
 
     def keeping() -> None:
-        for call, (_, _, value) in zip(calls, judged, strict=True):
-            plan.features(call.arguments, value, None)
+        for call, (_, failed, value) in zip(calls, judged, strict=True):
+            _kept(plan, call, value, failed, True)
 
     def records() -> None:
         for call, (fp, failed, _) in zip(calls, judged, strict=True):
@@ -120,13 +134,26 @@ def _stages(tool: Callable[..., Any], qs: list[str]) -> dict[str, Callable[[], N
             monotonic()
 
     stages: dict[str, Callable[[], None]] = {"binding and argument fingerprint": binding}
-    for layer in plan.layers:
+    quiet = plan.quiet
+    if quiet is not None:  # as the call does: the four default layers' cheap exits in one look
+        assert all(quiet(run._history, run._by_args, run._calls_by_fn, run._errors, c)
+                   for c in calls), "each call is settled by the combined cheap exit"
 
-        def check(layer: Any = layer) -> None:
+        def settled() -> None:
             for call in calls:
-                layer.check(run, call)
+                quiet(run._history, run._by_args, run._calls_by_fn, run._errors, call)
+                for layer in quiet.others:
+                    layer.check(run, call)
 
-        stages[f"check: {layer.name}"] = check
+        stages["check: the default layers' cheap exits in one look"] = settled
+    else:
+        for layer in plan.layers:
+
+            def check(layer: Any = layer) -> None:
+                for call in calls:
+                    layer.check(run, call)
+
+            stages[f"check: {layer.name}"] = check
     stages.update({
         "result judgement (skeleton, error reading, fingerprint)": judging,
         "what the layers keep of the result": keeping,
@@ -170,15 +197,20 @@ def measure(quick: bool) -> tuple[list[Row], dict[str, float]]:
         def batch() -> None:
             with fuzeguard.run("straight", config=Config()) as run:
                 plan = guarded.guard.plan(run.config)  # type: ignore[attr-defined]
-                bind, layers, lock = plan.bind_and_print, plan.layers, run._lock
+                bind, layers, lock, quiet = plan.bind_and_print, plan.layers, run._lock, plan.quiet
                 monotonic = time.monotonic
                 run._grow(plan.history_needed)
                 for i, q in enumerate(qs):
                     arguments, fp = bind((q, i), {})
                     with lock:
                         call = new_call(plan.name, run._attempts + 1, fp, arguments, plan.kind)
-                        for layer in layers:
-                            layer.check(run, call)
+                        if quiet is None or not quiet(run._history, run._by_args,
+                                                      run._calls_by_fn, run._errors, call):
+                            for layer in layers:
+                                layer.check(run, call)
+                        elif quiet.others:
+                            for layer in quiet.others:
+                                layer.check(run, call)
                         decision = new_decision("call", call.index)
                         run._count(call, decision)
                     t0 = monotonic()
@@ -186,7 +218,9 @@ def measure(quick: bool) -> tuple[list[Row], dict[str, float]]:
                     result = tool(q, i)
                     box_var.reset(token)
                     result_fp, failed, value = plan.judge_result(result, call)
-                    features = plan.features(arguments, value, None)
+                    history = run._history
+                    streak = bool(history) and history[-1].fn == call.fn
+                    features = _kept(plan, call, value, failed, streak)
                     record = new_record(call.fn, call.index, fp, result_fp, failed, None,
                                         t0 - run._start, monotonic() - t0, features, call.kind)
                     with lock:
