@@ -323,6 +323,67 @@ def test_smolagents_hands_the_runs_notes_to_the_model_once() -> None:
     script.check()
 
 
+
+@pytest.mark.parametrize("code", [False, True], ids=["ToolCallingAgent", "CodeAgent"])
+def test_smolagents_adds_the_notes_to_the_step_after_a_result_that_is_not_text(code: bool) -> None:
+    """A tool that answers a dict: the model reads the notes in that step's observations, once;
+    a CodeAgent's code gets the dict itself (it reads a key of it)."""
+    from smolagents import CodeAgent, ToolCallingAgent, tool
+    from smolagents.models import (
+        ChatMessage,
+        ChatMessageToolCall,
+        ChatMessageToolCallFunction,
+        MessageRole,
+        Model,
+    )
+
+    from fuzeguard.integrations.smolagents import LoopGuard
+    from tests.notes_scenario import WARNING
+
+    shown: list[list[str]] = []
+
+    def text_of(message: Any) -> str:
+        content = message["content"] if isinstance(message, dict) else message.content
+        if isinstance(content, list):
+            return " ".join(c.get("text", "") for c in content)
+        return str(content)
+
+    class Scripted(Model):
+        def generate(self, messages: list[Any], stop_sequences: Any = None,
+                     response_format: Any = None, tools_to_call_from: Any = None,
+                     **kwargs: Any) -> ChatMessage:
+            seen = [text_of(m) for m in messages if text_of(m).startswith("Observation:")]
+            shown.append(seen)
+            key = f"k{len(seen) + 1}" if len(seen) < 3 else None
+            if code:
+                line = "final_answer('done')" if key is None else (
+                    f"print(record(key={key!r})['value'])")
+                return ChatMessage(role=MessageRole.ASSISTANT,
+                                   content=f"Thought: go\n<code>\n{line}\n</code>")
+            name, args = ("final_answer", {"answer": "done"}) if key is None else (
+                "record", {"key": key})
+            call = ChatMessageToolCall(id=f"c{len(seen)}", type="function",
+                                       function=ChatMessageToolCallFunction(name=name, arguments=args))
+            return ChatMessage(role=MessageRole.ASSISTANT, content="", tool_calls=[call])
+
+    @tool
+    def record(key: str) -> dict:
+        """Look a record up.
+
+        Args:
+            key: The key.
+        """
+        return {"key": key, "value": f"value of {key}"}
+
+    kind = CodeAgent if code else ToolCallingAgent
+    agent = LoopGuard().protect(kind(tools=[record], model=Scripted(), verbosity_level=0))
+    with capture_logs(), fuzeguard.run("notes", max_calls=4, warn_at=[0.5]) as run:
+        assert agent.run("look up k1 k2 k3") == "done"
+        assert run.notes() == []
+    last = shown[-1]
+    assert len(last) == 3 and all(f"value of k{i}" in last[i - 1] for i in (1, 2, 3))
+    assert [text.count(WARNING) for text in last] == [0, 1, 0]  # once, with k2's step
+
 # --------------------------------------------------------------------------- Agent Framework
 
 

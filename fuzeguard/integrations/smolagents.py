@@ -9,10 +9,12 @@ wins, and a managed agent gets a child run of its manager's. The run follows the
 the threads they run in (a ``CodeAgent`` runs its code in a worker thread).
 
 A skip answers the call with the detection's message; a warned text result carries a short note
-for the model; a kill answers the call with the stop message and ends ``agent.run()`` after that
-step with the final answer as its result (the model is not asked again), or, with
-``exit_behavior="error"``, raises ``LoopDetected`` (its stats are the killed run's). With
-``stream=True`` the final answer is the last ``FinalAnswerStep``. To make the runs of one
+for the model (after any other result, the note is added to the step's observations, which the
+model reads next: a ``CodeAgent``'s code gets the result as it is); a kill answers the call with
+the stop message and ends ``agent.run()`` after that step with the final answer as its result
+(the model is not asked again), or, with ``exit_behavior="error"``, raises ``LoopDetected`` (its
+stats are the killed run's). With ``stream=True`` the final answer is the last
+``FinalAnswerStep``. To make the runs of one
 conversation one run: ``with conversations.run_for(conversation_id): agent.run(...)``
 (``fuzeguard.integrations.KeyedRuns``).
 
@@ -65,17 +67,20 @@ class LoopGuard:
             return agent
         setattr(agent, _MARK, True)
         box: list[Run | None] = [None]  # the run of the agent's invocation under way
+        notes: list[str] = []  # notes that came with results that are not text, for the step
         for name, found in list(agent.tools.items()):
             if name != "final_answer" and isinstance(found, Tool):
-                agent.tools[name] = self._tool(found, box)
+                agent.tools[name] = self._tool(found, box, notes)
         for managed in getattr(agent, "managed_agents", {}).values():
             self.protect(managed)
-        agent.step_callbacks.register(ActionStep, _stop_when_killed(box))
+        agent.step_callbacks.register(ActionStep, _after_step(box, notes))
         agent.run = self._run(agent.run, box, getattr(agent, "name", None) or "smolagents-run")
         return agent
 
-    def _tool(self, original: Tool, box: list[Run | None]) -> Tool:
-        """A copy of ``original`` whose calls are guarded, in the run in ``box``."""
+    def _tool(self, original: Tool, box: list[Run | None], notes: list[str]) -> Tool:
+        """A copy of ``original`` whose calls are guarded, in the run in ``box``; the notes for
+        the model that come with a result that is not text wait in ``notes`` for the step's
+        end (``_after_step``)."""
         copied = copy.copy(original)
         forward = original.forward
         calls = self.calls
@@ -91,7 +96,10 @@ class LoopGuard:
                 with within(run):
                     outcome, result = calls.call(name, arguments, lambda: forward(*args, **kwargs))
             if outcome.runs:
-                return with_notes(result, outcome)
+                if isinstance(result, str):
+                    return with_notes(result, outcome)
+                notes.extend(outcome.notes())
+                return result
             if outcome.skipped is not None:
                 return outcome.skipped.value
             assert outcome.killed is not None
@@ -157,8 +165,15 @@ def _new_turn(run: Run) -> None:
         run.end_turn()
 
 
-def _stop_when_killed(box: list[Run | None]) -> Callable[..., None]:
+def _after_step(box: list[Run | None], notes: list[str]) -> Callable[..., None]:
+    """The step callback: the notes that came with results that are not text go into the step's
+    observations (what the model reads of the step next); a killed run ends the agent's run."""
+
     def stop(step: Any, agent: Any = None) -> None:
+        if notes:
+            taken = [notes.pop(0) for _ in range(len(notes))]  # pops: a tool may still add one
+            seen = step.observations
+            step.observations = "\n\n".join([seen, *taken] if seen else taken)
         run = box[0]
         if run is None:
             return
