@@ -889,9 +889,10 @@ def test_a_continue_given_in_one_process_raises_the_bar_in_every_process(
 
     search = _asking_search()
     name = f"bar-{from_snapshot}"
-    with shared(redis_server, name, ask=answer):
+    with shared(redis_server, name, ask=answer) as first:
         for _ in range(3):
             search("same")  # the third is asked about, and let go on
+        raised = dict(first._bars)
         if from_snapshot:
             for i in range(2 * redis_store.SNAPSHOT_EVERY):
                 fetch(i)
@@ -904,6 +905,7 @@ def test_a_continue_given_in_one_process_raises_the_bar_in_every_process(
         assert search("same") == "3 results for same"
     assert asked == ["asked_search"]  # not asked again, not killed
     assert other.killed is None
+    assert len(raised) == 1 and other._bars == raised  # the same bar in both processes
     assert [(d.layer, d.action) for d in found][-1:] == [("dedup", "warn")]
 
 

@@ -319,16 +319,17 @@ class RunState:
         )
         return settle(Decision(decision.action, decision.index, decision.detection, detections))
 
-    def _answered(self, decision: Decision, answer: str) -> Decision:
+    def _answered(self, decision: Decision, answer: str, bars: bool = True) -> Decision:
         """The decision once ``ask`` answered (lock held): the asked detections take the
         answer's action. A continue keeps their patterns at the ladder's ``ask`` step and raises
         the bar: they are warned, and asked about again once detected more than twice as many
-        times as when asked."""
+        times as when asked. ``bars=False``: the bars are raised when the decision is booked
+        (a shared run's, by every process, from its event)."""
         action = ACTION_OF[answer]
         detections = []
         for d in decision.detections:
             if d.action == "ask":
-                if answer == "continue":
+                if answer == "continue" and bars:
                     self._raise_bar(d)
                 d = dataclasses.replace(d, action=action)  # type: ignore[arg-type]
             detections.append(d)

@@ -53,6 +53,8 @@ def count(run: Run, call: Call, decision: Decision, event: dict[str, Any]) -> No
     """Book a decision (``run._count``). A shared run's clock (``max_duration``) starts at its
     first call, in whichever process, and again at the first call after a reset."""
     first = run._attempts == 0
+    for i in event.get("b", ()):  # patterns a person let go on: every process raises their bar
+        run._raise_bar(decision.detections[i])
     run._count(call, decision)
     if first and run._attempts == 1:
         run._start = local_start(event["t"])
@@ -111,8 +113,6 @@ def apply(run: Run, event: dict[str, Any], encoded: Encoded | None = None) -> No
                     kind=event.get("kind", "other"))
         if decision.index != call.index:  # decided on a copy behind the log (``RELAXED``)
             call, decision = reindexed(call, decision, call.index)
-        for i in event.get("b", ()):  # raised where it was asked, on this same state
-            run._raise_bar(decision.detections[i])
         if decision.action != "kill" or decision.detections:
             count(run, call, decision, event)
     elif kind == "c":

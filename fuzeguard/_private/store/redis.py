@@ -833,7 +833,9 @@ class RedisStore:
                         continue
                 if reply_given == "continue":  # every process raises these patterns' bar
                     let_go = [i for i, d in enumerate(decision.detections) if d.action == "ask"]
-                decision = run._answered(decision, reply_given)
+                # The bars are raised when the decision is booked (``events.count``), on the
+                # state the log holds then: not here, on a copy a lost commit may bring forward.
+                decision = run._answered(decision, reply_given, bars=False)
             if over is not None and decision.action in ("call", "warn"):
                 decision = limit_decision(plan, call, dataclasses.replace(
                     over, call_index=call.index))
