@@ -26,7 +26,7 @@ from fuzeguard.layers import Cycle, Dedup, Iterations, Progress, Semantic
 from fuzeguard.layers._content import content_of, echo_of, observe
 from fuzeguard.layers._evidence import INFORMING
 from fuzeguard.layers._quiet import quiet_check
-from fuzeguard.layers._similarity import SKETCH_SIZE, Chant, ChantScanner, sketch
+from fuzeguard.layers._similarity import SKETCH_SIZE, Chant, ChantScanner, sketch, sketch_similarity
 from fuzeguard.layers.iterations import DEFAULT_CAP, MIN_EVIDENCE, PRODUCTIVE_SHARE, WAIVER_WINDOW
 
 
@@ -438,6 +438,25 @@ def test_a_sketch_taken_from_the_smallest_hashes_is_the_sketch_of_every_shingle(
         pool = [rng.choice(vocabulary) + str(rng.randrange(kinds)) for _ in range(kinds)]
         text = " ".join(rng.choice(pool) for _ in range(size))
         assert sketch(text) == _sketch_of_every_shingle(text), (size, kinds)
+
+
+def test_the_similarity_of_two_sketches_is_the_bottom_k_estimate_of_their_union() -> None:
+    rng = random.Random(12)
+    for _ in range(2000):
+        shared = {rng.randrange(-(1 << 63), 1 << 63) for _ in range(rng.randint(0, 200))}
+        a = frozenset(set(rng.sample(sorted(shared), len(shared) // 2 if shared else 0))
+                      | {rng.randrange(-(1 << 63), 1 << 63) for _ in range(rng.randint(0, 200))})
+        b = frozenset(shared | {rng.randrange(-(1 << 63), 1 << 63)
+                                for _ in range(rng.randint(0, 200))})
+        a, b = frozenset(heapq.nsmallest(SKETCH_SIZE, a)), frozenset(heapq.nsmallest(SKETCH_SIZE, b))
+        merged = heapq.nsmallest(SKETCH_SIZE, a | b)
+        both = sum(1 for h in merged if h in a and h in b)
+        resemblance = both / len(merged) if merged else 0.0
+        expected = 2 * resemblance / (1 + resemblance) if merged else 0.0
+        assert sketch_similarity(a, b) == expected
+    text = " ".join(_texts(seed=13, count=400))
+    assert sketch_similarity(sketch(text), sketch(text)) == 1.0
+    assert sketch_similarity(frozenset(), frozenset()) == 0.0
 
 
 def test_a_remembered_key_verdict_is_the_verdict_whatever_volatile_names_the_user_adds() -> None:
