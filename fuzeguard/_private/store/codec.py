@@ -21,7 +21,7 @@ import sys
 from collections.abc import Hashable, Mapping
 from typing import Any
 
-from fuzeguard._private.fastinit import new_record
+from fuzeguard._private.fastinit import new_decision, new_record
 from fuzeguard._private.records import CallRecord, Decision, Detection
 
 
@@ -171,6 +171,8 @@ def decision_out(decision: Decision) -> list[Any]:
 
 def decision_in(data: list[Any]) -> Decision:
     action, index, best, detections, extra = data
+    if not detections:
+        return new_decision(action, index)  # the common case: nothing detected
     found = [detection_in(d) for d in detections]
     chosen = found[best] if best >= 0 else None
     if extra:

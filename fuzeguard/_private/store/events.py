@@ -20,6 +20,7 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
+from fuzeguard._private.fastinit import new_call, new_decision
 from fuzeguard._private.records import IN_FLIGHT, Call, CallRecord, Decision
 from fuzeguard._private.store import codec
 
@@ -78,13 +79,19 @@ def kill_change(sent: list[dict[str, Any]]) -> str:
 def reindexed(call: Call, decision: Decision, index: int) -> tuple[Call, Decision]:
     """A call and its decision at ``index``: where the log put a decision made on a copy that
     other processes' calls had not reached yet."""
+    return dataclasses.replace(call, index=index), _decision_at(decision, index)
+
+
+def _decision_at(decision: Decision, index: int) -> Decision:
+    """``decision`` (and its detections) at call ``index``."""
+    if decision.detection is None and not decision.detections:
+        return new_decision(decision.action, index)  # the common case: nothing detected
     detections = tuple(dataclasses.replace(d, call_index=index) for d in decision.detections)
     chosen = decision.detection
     if chosen is not None:
         chosen = next((d for d, old in zip(detections, decision.detections, strict=True)
                        if old is chosen), dataclasses.replace(chosen, call_index=index))
-    return (dataclasses.replace(call, index=index),
-            Decision(decision.action, index, chosen, detections))
+    return Decision(decision.action, index, chosen, detections)
 
 
 def flagged(worker: str, number: int, decision: Decision) -> dict[str, Any]:
@@ -109,10 +116,10 @@ def apply(run: Run, event: dict[str, Any], encoded: Encoded | None = None) -> No
     kind = event["k"]
     if kind == "d":
         decision = codec.decision_in(event["x"])
-        call = Call(event["fn"], run._attempts + 1, bytes.fromhex(event["fp"]),
-                    kind=event.get("kind", "other"))
+        call = new_call(event["fn"], run._attempts + 1, bytes.fromhex(event["fp"]), {},
+                        event.get("kind", "other"))
         if decision.index != call.index:  # decided on a copy behind the log (``RELAXED``)
-            call, decision = reindexed(call, decision, call.index)
+            decision = _decision_at(decision, call.index)
         if decision.action != "kill" or decision.detections:
             count(run, call, decision, event)
     elif kind == "c":
