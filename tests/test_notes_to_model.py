@@ -272,6 +272,14 @@ def test_google_adk_hands_the_runs_notes_to_the_model_once() -> None:
 # --------------------------------------------------------------------------- smolagents
 
 
+def _smolagents_text(message: Any) -> str:
+    """The text of a message smolagents hands its model."""
+    content = message["content"] if isinstance(message, dict) else message.content
+    if isinstance(content, list):
+        return " ".join(c.get("text", "") for c in content)
+    return str(content)
+
+
 def test_smolagents_hands_the_runs_notes_to_the_model_once() -> None:
     from smolagents import ToolCallingAgent, tool
     from smolagents.models import (
@@ -286,17 +294,11 @@ def test_smolagents_hands_the_runs_notes_to_the_model_once() -> None:
 
     script = Script()
 
-    def text_of(message: Any) -> str:
-        content = message["content"] if isinstance(message, dict) else message.content
-        if isinstance(content, list):
-            return " ".join(c.get("text", "") for c in content)
-        return str(content)
-
     class Scripted(Model):
         def generate(self, messages: list[Any], stop_sequences: Any = None,
                      response_format: Any = None, tools_to_call_from: Any = None,
                      **kwargs: Any) -> ChatMessage:
-            texts = [text_of(m) for m in messages]
+            texts = [_smolagents_text(m) for m in messages]
             prompt = next(t[t.index("look up"):].splitlines()[0] for t in texts if "look up" in t)
             results = [t for t in texts if "Observation:" in t]
             key = script.next_key(prompt, results)
@@ -342,17 +344,11 @@ def test_smolagents_adds_the_notes_to_the_step_after_a_result_that_is_not_text(c
 
     shown: list[list[str]] = []
 
-    def text_of(message: Any) -> str:
-        content = message["content"] if isinstance(message, dict) else message.content
-        if isinstance(content, list):
-            return " ".join(c.get("text", "") for c in content)
-        return str(content)
-
     class Scripted(Model):
         def generate(self, messages: list[Any], stop_sequences: Any = None,
                      response_format: Any = None, tools_to_call_from: Any = None,
                      **kwargs: Any) -> ChatMessage:
-            seen = [text_of(m) for m in messages if text_of(m).startswith("Observation:")]
+            seen = [_smolagents_text(m) for m in messages if _smolagents_text(m).startswith("Observation:")]
             shown.append(seen)
             key = f"k{len(seen) + 1}" if len(seen) < 3 else None
             if code:
