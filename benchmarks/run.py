@@ -135,10 +135,12 @@ Profiled with cProfile on the overhead workload; each step is its own commit wit
     acknowledging kind (its content units) is extracted when first read, where the next call
     will not read it: in a streak of calls of one function, whose next call the layers settle
     without it (`completion.Deferred`). `tests/test_cheap_exits.py` plays random runs both ways
-    and compares every detection and record. For the int tool this took 8% off the guarded call.
+    and compares every detection and record. The int tool's guarded call: 8% cheaper (interleaved
+    runs when it was made).
 12. The content feature is given the call's kind (`Feature(..., by_kind=True)`) and computes
     only the variant the layers read for that kind: the words that echo the arguments are masked
-    for the kinds whose answers are information only. Replay of the real-run corpus: 3% faster.
+    for the kinds whose answers are information only. Replay of the real-run corpus: 3% faster
+    (interleaved runs when it was made).
 
 Single-threaded timings are CPU time of the process (`time.process_time`), which other processes
 on a shared machine cannot inflate with their own time slices; per-call growth timings and the

@@ -171,7 +171,8 @@ def _after_step(box: list[Run | None], notes: list[str]) -> Callable[..., None]:
 
     def stop(step: Any, agent: Any = None) -> None:
         if notes:
-            taken = [notes.pop(0) for _ in range(len(notes))]  # pops: a tool may still add one
+            taken = notes.copy()
+            del notes[:len(taken)]  # one a tool still running adds meanwhile waits for its step
             seen = step.observations
             step.observations = "\n\n".join([seen, *taken] if seen else taken)
         run = box[0]

@@ -217,8 +217,10 @@ def observe(
         units = _observe_lines(result, echo_of(arguments))
         return units if plain_read or type(units) is not tuple else (units[1], units[1])
     plain = content_of(result, error)
-    if not isinstance(plain, frozenset) or not masks:
-        return (plain, plain) if isinstance(plain, frozenset) else plain
+    if not isinstance(plain, frozenset):
+        return plain
+    if not masks:
+        return (plain, plain)
     if error is not None:
         masked = _error_units(error, arguments)
     else:
