@@ -136,12 +136,12 @@ def _stages(tool: Callable[..., Any], qs: list[str]) -> dict[str, Callable[[], N
     stages: dict[str, Callable[[], None]] = {"binding and argument fingerprint": binding}
     quiet = plan.quiet
     if quiet is not None:  # as the call does: the four default layers' cheap exits in one look
-        assert all(quiet(run._history, run._by_args, run._calls_by_fn, run._errors, c)
+        assert all(quiet.settles(run._history, run._by_args, run._calls_by_fn, run._errors, c)
                    for c in calls), "each call is settled by the combined cheap exit"
 
         def settled() -> None:
             for call in calls:
-                quiet(run._history, run._by_args, run._calls_by_fn, run._errors, call)
+                quiet.settles(run._history, run._by_args, run._calls_by_fn, run._errors, call)
                 for layer in quiet.others:
                     layer.check(run, call)
 
@@ -204,7 +204,7 @@ def measure(quick: bool) -> tuple[list[Row], dict[str, float]]:
                     arguments, fp = bind((q, i), {})
                     with lock:
                         call = new_call(plan.name, run._attempts + 1, fp, arguments, plan.kind)
-                        if quiet is None or not quiet(run._history, run._by_args,
+                        if quiet is None or not quiet.settles(run._history, run._by_args,
                                                       run._calls_by_fn, run._errors, call):
                             for layer in layers:
                                 layer.check(run, call)

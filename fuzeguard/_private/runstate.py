@@ -287,7 +287,7 @@ class RunState:
             self._show_running()
         layers = plan.layers
         quiet = plan.quiet
-        if quiet is not None and quiet(
+        if quiet is not None and quiet.settles(
             self._history, self._by_args, self._calls_by_fn, self._errors, call
         ):
             layers = quiet.others  # the default layers would each let the call go ahead

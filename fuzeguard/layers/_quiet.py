@@ -35,7 +35,7 @@ class Quiet:
     longest: int  # cycle: the longest cycle looked for
     others: tuple[Layer, ...]  # the layers still asked about every call
 
-    def __call__(
+    def settles(
         self,
         history: Sequence[CallRecord],
         by_args: Mapping[bytes, Sequence[CallRecord]],
