@@ -203,14 +203,14 @@ def observe(
         words = (_ASCII_WORD if result.isascii() else _WORD).findall(result)
         if not words:
             return NEUTRAL
+        if masks and not _echoes_none(arguments, words):
+            echo = echo_of(arguments)
+            if echo and not echo.isdisjoint(words):
+                # The plain units are paired only when read (not for an informing kind).
+                masked = _pairs([w if w not in echo else "_" for w in words])
+                return (_pairs(words) if plain_read else masked, masked)
         line = _pairs(words)
-        if not masks or _echoes_none(arguments, words):
-            return (line, line)
-        echo = echo_of(arguments)
-        if not echo or echo.isdisjoint(words):
-            return (line, line)
-        masked = _pairs([w if w not in echo else "_" for w in words])
-        return (line if plain_read else masked, masked)
+        return (line, line)
     if t is str and error is None and len(result) <= SMALL_TEXT:
         if not masks:
             return _observe_lines(result, _NO_ECHO)
