@@ -232,6 +232,8 @@ def overhead_note(t: dict[str, float]) -> str:
     target, target_str = overhead.TARGETS["int"], overhead.TARGETS["text"]
     left_int = (target * floor - t["stages: int stages"]) * 1e6
     left_str = (target_str * floor - t["stages: string stages"]) * 1e6
+    rotation = t["core rotation overhead"] / t["floor"]
+    target_rotation = overhead.TARGETS["rotation"]
     return f"""\
 What stands in the way of the overhead targets. With no layer at all, the core costs
 {core * 1e6:.2f} µs, {core / t["floor"]:.1f}x the floor by itself: it binds and fingerprints
@@ -254,7 +256,10 @@ the work from one to the next, cost {stages_int:.2f}x the floor for the int tool
 stages, as a guard with no Python-level hand-offs at all would, costs {straight_int:.2f}x and
 {straight_str:.2f}x. What the targets ({target:g}x and {target_str:g}x) leave per call for
 everything that is not a stage: {_left(left_int, "the int tool")};
-{_left(left_str, "the short text")}."""
+{_left(left_str, "the short text")}. The rotation of three read/search tools costs
+{rotation:.2f}x the floor with no layer at all (the core, and each text result judged: its
+skeleton, whether it reads as an error, its fingerprint), against a target of
+{target_rotation:g}x with the default layers."""
 
 
 def _left(micros: float, tool: str) -> str:
