@@ -489,8 +489,8 @@ class _QuietBothWays:
     def check(self, run: RunView, call: Call) -> None:
         state: Any = run
         assert self.quiet is not None
-        settled = self.quiet.settles(state._history, state._by_args, state._calls_by_fn, state._errors,
-                             call)
+        settled = self.quiet.settles(state._history, state._by_args, state._calls_by_fn,
+                                     state._errors, call)
         self.answers.append((settled, [layer.check(run, call) for layer in self.stack]))
 
 

@@ -195,9 +195,11 @@ def observe(
         # A number's one unit (``None=3``, as ``_walk`` keeps it) holds no word to mask.
         number = frozenset((f"None={result!r}",))
         return (number, number)
-    # Whether the masked units are read (an informing kind), and the plain ones.
-    masks = kind is None or kind in INFORMING
-    plain_read = kind is None or kind not in INFORMING
+    # Whether the masked units are read (an informing kind, or the kind unknown), and the plain
+    # ones (any other kind, or the kind unknown).
+    informing = kind is not None and kind in INFORMING
+    masks = kind is None or informing
+    plain_read = not informing
     if t is str and error is None and len(result) <= SMALL_TEXT and "\n" not in result:
         # A one-line text (``_content``'s common case): its words are split once for both.
         words = (_ASCII_WORD if result.isascii() else _WORD).findall(result)
