@@ -32,7 +32,7 @@ from _common import Row, floor_batch, median, per_call, queries, us
 
 import fuzeguard
 from fuzeguard import Config, guard
-from fuzeguard._private.completion import _DEFERRED_TEXT, _NUMBERS, Deferred
+from fuzeguard._private.completion import judged, judged_late, late_record
 from fuzeguard._private.fastinit import new_call, new_decision, new_record
 from fuzeguard._private.plan import Plan
 from fuzeguard._private.records import Call
@@ -44,15 +44,10 @@ TOOLS: dict[str, Callable[..., Any]] = {"int": overhead.count, "short text": ove
 TARGETS = {"int": overhead.TARGETS["int"], "short text": overhead.TARGETS["text"]}
 
 
-def _kept(plan: Plan, call: Call, value: Any, failed: str | None, streak: bool) -> Any:
-    """What the layers keep of a result, as ``completion.complete`` keeps it: extracted when first
-    read (``Deferred``) where it defers, else at once, for the call's kind."""
-    if (
-        plan.defer and failed is None and call.kind == plan.kind and streak
-        and ((type(value) is str and len(value) <= _DEFERRED_TEXT) or type(value) in _NUMBERS)
-    ):
-        return Deferred(plan, call.arguments, value)
-    return plan.features(call.arguments, value, None, kind=call.kind)
+def _kept(plan: Plan, call: Call, value: Any, late: bool) -> Any:
+    """What the layers keep of a result at completion, as ``completion.complete`` keeps it:
+    nothing yet for a result judged when first read (``LateRecord``)."""
+    return None if late else plan.features(call.arguments, value, None, kind=call.kind)
 
 
 def _stages(tool: Callable[..., Any], qs: list[str]) -> dict[str, Callable[[], None]]:
@@ -72,7 +67,9 @@ def _stages(tool: Callable[..., Any], qs: list[str]) -> dict[str, Callable[[], N
     calls = [new_call(plan.name, len(qs) + 1, fp, arguments, plan.kind_of(arguments))
              for arguments, fp in bound]
     results = [tool(*args) for args in inputs]
-    judged = [plan.judge_result(result, call) for result, call in zip(results, calls, strict=True)]
+    # As ``complete`` judges them in a streak of the tool's calls: when first read, or at once.
+    late = [judged_late(plan, call, result, True) for result, call in zip(results, calls, strict=True)]
+    judgements = [judged(plan, call, result) for result, call in zip(results, calls, strict=True)]
     for call in calls:  # every check is quiet: the call would go ahead
         assert all(layer.check(run, call) is None for layer in plan.layers), call
 
@@ -82,17 +79,22 @@ def _stages(tool: Callable[..., Any], qs: list[str]) -> dict[str, Callable[[], N
 
     def judging() -> None:
         for result, call in zip(results, calls, strict=True):
-            plan.judge_result(result, call)
+            if not judged_late(plan, call, result, True):  # reads a text's failure
+                judged(plan, call, result)
 
     def keeping() -> None:
-        for call, (_, failed, value) in zip(calls, judged, strict=True):
-            _kept(plan, call, value, failed, True)
+        for call, later, (_, _, value) in zip(calls, late, judgements, strict=True):
+            _kept(plan, call, value, later)
 
     def records() -> None:
-        for call, (fp, failed, _) in zip(calls, judged, strict=True):
+        for call, later, (fp, failed, _), result in zip(calls, late, judgements, results,
+                                                        strict=True):
             c = new_call(call.fn, call.index, call.args_fp, call.arguments, call.kind)
             new_decision("call", c.index)
-            new_record(c.fn, c.index, c.args_fp, fp, failed, None, 1.0, 0.1, {}, c.kind)
+            if later:
+                late_record(plan, c, result, None, 1.0, 0.1)
+            else:
+                new_record(c.fn, c.index, c.args_fp, fp, failed, None, 1.0, 0.1, {}, c.kind)
 
     books = fuzeguard.run("bookkeeping", config=Config())  # changed by the stage: its own run
     books._grow(plan.history_needed)
@@ -101,7 +103,7 @@ def _stages(tool: Callable[..., Any], qs: list[str]) -> dict[str, Callable[[], N
          new_record(call.fn, call.index, call.args_fp, fp, failed, None, 1.0, 0.1, {}, call.kind))
         for call, (fp, failed, _) in zip(
             (new_call(c.fn, i + 1, c.args_fp, c.arguments, c.kind) for i, c in enumerate(calls)),
-            judged,
+            judgements,
             strict=True,
         )
     ]
@@ -155,7 +157,8 @@ def _stages(tool: Callable[..., Any], qs: list[str]) -> dict[str, Callable[[], N
 
             stages[f"check: {layer.name}"] = check
     stages.update({
-        "result judgement (skeleton, error reading, fingerprint)": judging,
+        "result judgement (skeleton, error reading, fingerprint; only the error reading for a "
+        "result judged when first read)": judging,
         "what the layers keep of the result": keeping,
         "the three records": records,
         "the run's bookkeeping (counters, history, argument index)": bookkeeping,
@@ -217,12 +220,16 @@ def measure(quick: bool) -> tuple[list[Row], dict[str, float]]:
                     token = box_var.set([0.0])
                     result = tool(q, i)
                     box_var.reset(token)
-                    result_fp, failed, value = plan.judge_result(result, call)
                     history = run._history
                     streak = bool(history) and history[-1].fn == call.fn
-                    features = _kept(plan, call, value, failed, streak)
-                    record = new_record(call.fn, call.index, fp, result_fp, failed, None,
-                                        t0 - run._start, monotonic() - t0, features, call.kind)
+                    if judged_late(plan, call, result, streak):
+                        record = late_record(plan, call, result, None, t0 - run._start,
+                                             monotonic() - t0)
+                    else:
+                        result_fp, failed, value = judged(plan, call, result)
+                        record = new_record(call.fn, call.index, fp, result_fp, failed, None,
+                                            t0 - run._start, monotonic() - t0,
+                                            _kept(plan, call, value, False), call.kind)
                     with lock:
                         run._book(record)
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import heapq
+import pickle
 import random
 import re
 import threading
@@ -16,7 +18,7 @@ import pytest
 import fuzeguard
 from fuzeguard import Config, guard
 from fuzeguard._private import outcome
-from fuzeguard._private.completion import Deferred
+from fuzeguard._private.completion import LateRecord, _late_by_draft, _late_by_slots, judged
 from fuzeguard._private.fingerprint import fingerprint
 from fuzeguard._private.kinds import KINDS
 from fuzeguard._private.layer import Feature, RunView
@@ -537,7 +539,8 @@ def _detections_and_records(defer: bool, seed: int) -> tuple[list[Any], list[Any
     for name in ("convert", "save_note", "tag_item"):
         def body(arg: str) -> object:
             return rng.choice([f"converted {arg}", "OK", f"saved {arg}\nline two", arg, "done",
-                               len(arg), 7, 0.5, True, None])
+                               len(arg), 7, 0.5, True, None, "Error: cannot convert " + arg,
+                               f'{{"id": 3, "saved": "{arg}"}}'])
 
         body.__name__ = name
         tool = guard(body)
@@ -554,15 +557,16 @@ def _detections_and_records(defer: bool, seed: int) -> tuple[list[Any], list[Any
                 tools[0 if rng.random() < 0.7 else rng.randrange(3)](
                     rng.choice(["a", "b", f"new {i}", f"new {i}"]))
             detections += [(d.layer, d.call_index, d.action) for d in run.detections]
-            deferred += sum(type(r.features) is Deferred for r in run.history)
-            numbers += sum(type(r.features) is Deferred and type(r.features._value) in (int, float)
-                           for r in run.history)
+            late = [r for r in run.history if type(r) is LateRecord]
+            deferred += len(late)
+            numbers += sum(type(r._pending[2] if r._pending else r._value) in (int, float)
+                           for r in late)
             records += [(r.fn, r.index, r.args_fp, r.result_fp, r.error, r.kind, dict(r.features))
                         for r in run.history]
     return detections, records, deferred, numbers
 
 
-def test_features_extracted_when_first_read_give_the_verdicts_and_records_of_eager_ones() -> None:
+def test_records_judged_when_first_read_give_the_verdicts_and_records_of_eager_ones() -> None:
     eager = _detections_and_records(defer=False, seed=9)
     deferred = _detections_and_records(defer=True, seed=9)
     assert len(eager[0]) > 10  # the layers do fire on these runs
@@ -571,20 +575,38 @@ def test_features_extracted_when_first_read_give_the_verdicts_and_records_of_eag
     assert deferred[:2] == eager[:2]
 
 
-def test_a_deferred_extraction_is_the_eager_one_and_reads_as_a_mapping() -> None:
+def test_a_late_record_is_the_eager_one_whichever_is_read_first() -> None:
     @guard
     def convert(name: str, size: int) -> str:
         return name
 
     plan = convert.guard.plan(Config())  # type: ignore[attr-defined]
     for text in ["converted a.png", "a.png 12", "two words\nand a line", "", "one", "a b a b",
-                 3, -2, 0.25, float("nan")]:
+                 '{"id": 4, "name": "a.png"}', "run 1234 took 3.2s", 3, -2, 0.25, float("nan")]:
         for arguments in ({"name": "a.png", "size": 3}, {"name": "words", "size": 1}):
-            eager = plan.features(arguments, text, None, kind=plan.kind)
-            late = Deferred(plan, arguments, text)
-            assert late.get("content") == eager.get("content")
-            assert dict(late) == eager and late == eager and len(late) == len(eager)
-            assert ("content" in late) == ("content" in eager)
+            call = Call("convert", 5, b"args", arguments, plan.kind)
+            fp, failed, value = judged(plan, call, text)
+            assert failed is None
+            eager = CallRecord("convert", 5, b"args", fp, None, 0.5, 1.0, 2.0,
+                               plan.features(arguments, value, None, kind=plan.kind), plan.kind)
+            for make in (_late_by_draft, _late_by_slots):
+                for features_first in (True, False):
+                    late = make(plan, call, text, 0.5, 1.0, 2.0)
+                    assert type(late) is LateRecord and not late.in_flight
+                    if features_first:
+                        assert dict(late.features) == dict(eager.features)
+                    assert late.result_fp == eager.result_fp
+                    assert dict(late.features) == dict(eager.features)
+                    assert late._pending is None  # both computed: the call is let go
+                    assert late == eager and eager == late and (late != eager) is False
+                    for copied in (pickle.loads(pickle.dumps(make(plan, call, text, 0.5, 1.0, 2.0))),
+                                   copy.copy(make(plan, call, text, 0.5, 1.0, 2.0))):
+                        assert type(copied) is CallRecord and copied == eager
+                    with pytest.raises(dataclasses.FrozenInstanceError):
+                        late.result_fp = b"other"  # type: ignore[misc]
+                    fresh = make(plan, call, text, 0.5, 1.0, 2.0)
+                    assert dataclasses.replace(fresh, cost=None) == dataclasses.replace(
+                        eager, cost=None)
 
 
 @pytest.mark.parametrize(("source", "deferred"), [
@@ -593,7 +615,7 @@ def test_a_deferred_extraction_is_the_eager_one_and_reads_as_a_mapping() -> None
     ("def search_docs(query: str) -> str: ...", False),  # informing: its masked units are read
     ("def bash(command: str) -> str: ...", False),  # its kind may change with each command
 ])
-def test_only_a_fixed_acknowledging_kind_has_its_features_extracted_when_first_read(
+def test_only_a_fixed_acknowledging_kind_is_judged_when_first_read(
     source: str, deferred: bool,
 ) -> None:
     namespace: dict[str, Any] = {}
@@ -604,25 +626,32 @@ def test_only_a_fixed_acknowledging_kind_has_its_features_extracted_when_first_r
     assert layers.guard.plan(Config()).defer is False  # type: ignore[attr-defined]
 
 
-def test_a_deferred_extraction_read_by_many_threads_at_once_gives_each_the_eager_one() -> None:
+def test_a_late_record_read_by_many_threads_at_once_gives_each_the_eager_one() -> None:
     @guard
     def convert(name: str) -> str:
         return name
 
     plan = convert.guard.plan(Config())  # type: ignore[attr-defined]
     texts = [f"converted file {i} of {i % 7}" for i in range(300)]
-    eager = [plan.features({"name": "f"}, text, None, kind=plan.kind) for text in texts]
-    late = [Deferred(plan, {"name": "f"}, text) for text in texts]
+    calls = [Call("convert", i, b"args", {"name": "f"}, plan.kind) for i in range(300)]
+    eager = [(judged(plan, call, text)[0],
+              plan.features({"name": "f"}, judged(plan, call, text)[2], None, kind=plan.kind))
+             for call, text in zip(calls, texts, strict=True)]
+    late = [_late_by_draft(plan, call, text, None, 0.0, None)
+            for call, text in zip(calls, texts, strict=True)]
     start = threading.Barrier(8)
     seen: list[list[Any]] = []
 
-    def read() -> None:
+    def read(features_first: bool) -> None:
         start.wait()
-        seen.append([deferred.get("content") for deferred in late])
+        if features_first:
+            seen.append([(r.features, r.result_fp)[::-1] for r in late])
+        else:
+            seen.append([(r.result_fp, r.features) for r in late])
 
-    threads = [threading.Thread(target=read) for _ in range(8)]
+    threads = [threading.Thread(target=read, args=(i % 2 == 0,)) for i in range(8)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    assert seen == [[features["content"] for features in eager]] * 8
+    assert seen == [eager] * 8

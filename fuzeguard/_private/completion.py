@@ -2,14 +2,15 @@
 
 ``complete`` judges the outcome (``Plan.judge_result`` / ``judge_error``), keeps what the layers
 need of it (``Plan.features``), builds the ``CallRecord``, books it in the run (or the run's
-store) and publishes it (``CallCompleted``).
+store) and publishes it (``CallCompleted``). Where nothing reads the judgement on the next call,
+the record is a ``LateRecord``, which judges the result when first read.
 A live call passes what the function returned or raised; replay passes what the trace recorded,
 where a recorded fingerprint or ``failed`` flag stands for a result the trace left out.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from fuzeguard._private.events import CallCompleted
@@ -36,62 +37,203 @@ class _Unknown:
 
 UNKNOWN: Any = _Unknown()
 _NONE: dict[str, Any] = {}  # the features of a call no layer keeps anything of (never changed)
-_DEFERRED_TEXT = 4096  # texts up to this length have their features extracted when first read
-_NUMBERS = (int, float)  # number results, whose features are extracted when first read as well
+_LATE_TEXT = 4096  # texts up to this length may be judged when first read (``LateRecord``)
 
 
-class Deferred(Mapping[str, Any]):
-    """What the layers keep of a call (``Plan.features``), extracted when first read.
+class _Late:
+    """What a ``LateRecord``'s result fingerprint, features and judged value hold until read."""
 
-    ``complete`` defers it where nothing reads it on the next call: a short text or a number
-    answered by work of an acknowledging kind (``Plan.defer``) in a streak of calls of one
-    function, whose next call the layers settle without reading it (``progress`` sees
-    acknowledged work, ``cycle`` a streak of new arguments). The extraction is the one
-    ``complete`` would have made, on the same value, and reads nothing that can change: the
-    kept content's plain units come from the value alone (the units with the arguments' words
-    masked are read for informing kinds only, which these calls are not). The built-in content
-    extractor never raises, so there is no failure to report, whichever thread reads it first
-    and whatever lock it holds.
-    """
-
-    __slots__ = ("_arguments", "_got", "_plan", "_value")
-
-    def __init__(self, plan: Plan, arguments: Mapping[str, Any], value: str | float) -> None:
-        self._plan: Plan | None = plan
-        self._arguments: Mapping[str, Any] | None = arguments
-        self._value = value
-        self._got: dict[str, Any] | None = None
-
-    def _settled(self) -> dict[str, Any]:
-        got = self._got
-        if got is None:
-            plan, arguments = self._plan, self._arguments
-            if plan is None or arguments is None:
-                got = self._got  # extracted meanwhile in another thread, which set it first
-                assert got is not None
-                return got
-            # Deferred for calls of the plan's own kind only (``complete``).
-            got = self._got = plan.features(arguments, self._value, None, kind=plan.kind)
-            self._plan = self._arguments = None  # nothing more to extract
-        return got
-
-    def __getitem__(self, key: str) -> Any:
-        return self._settled()[key]
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return self._settled().get(key, default)
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._settled()
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._settled())
-
-    def __len__(self) -> int:
-        return len(self._settled())
+    __slots__ = ()
 
     def __repr__(self) -> str:
-        return repr(self._settled())
+        return "LATE"
+
+
+_LATE: Any = _Late()
+_RESULT_FP = CallRecord.__dict__["result_fp"]
+_FEATURES = CallRecord.__dict__["features"]
+_SLOTS = tuple(CallRecord.__dict__[name] for name in CallRecord.__slots__)
+
+
+class LateRecord(CallRecord):
+    """A completed call's record whose result fingerprint and kept features (``Plan.features``)
+    are computed from its result when first read, each as ``complete`` computes it.
+
+    ``complete`` makes one where nothing reads them on the next call: a short text or a number
+    answered by work of an acknowledging kind (``Plan.defer``) in a streak of calls of one
+    function, that did not fail, whose next call the layers settle without reading it
+    (``progress`` sees acknowledged work, ``cycle`` a streak of new arguments). Whether the call
+    failed is read at once (a text that reads as an error is never late). The result is
+    immutable (a string or a number), so the value judged later is the value the call
+    returned; the built-in content extractor never raises, so there is nothing to report,
+    whichever thread reads first and whatever lock it holds. Threads reading at once each get
+    the same values. It equals the ``CallRecord`` that ``complete`` would have built, and a copy
+    or a pickle of it is one.
+    """
+
+    __slots__ = ("_pending", "_value")
+
+    @property
+    def result_fp(self) -> bytes | None:
+        fp = _RESULT_FP.__get__(self, CallRecord)
+        if fp is _LATE:
+            fp = self._judge()
+        return fp  # type: ignore[no-any-return]
+
+    @result_fp.setter
+    def result_fp(self, value: bytes | None) -> None:
+        # Reached only by ``object.__setattr__``, as ``__init__`` sets a field: a record built
+        # from values (``dataclasses.replace``), never late. Assignment stays refused (frozen).
+        _RESULT_FP.__set__(self, value)
+
+    @property
+    def features(self) -> Mapping[str, Any]:
+        features = _FEATURES.__get__(self, CallRecord)
+        if features is _LATE:
+            features = self._extract()
+        return features  # type: ignore[no-any-return]
+
+    @features.setter
+    def features(self, value: Mapping[str, Any]) -> None:
+        _FEATURES.__set__(self, value)
+
+    @property
+    def in_flight(self) -> bool:
+        return False  # a completed call, judged or not
+
+    def _judge(self) -> bytes | None:
+        pending = _PENDING.__get__(self, LateRecord)
+        if pending is None:  # judged and extracted meanwhile, in another thread
+            return _RESULT_FP.__get__(self, CallRecord)  # type: ignore[no-any-return]
+        plan, call, result = pending
+        fp, _, value = judged(plan, call, result)
+        _VALUE.__set__(self, value)
+        _RESULT_FP.__set__(self, fp)
+        if _FEATURES.__get__(self, CallRecord) is not _LATE:
+            _PENDING.__set__(self, None)  # nothing more to compute: let go of the call
+        return fp
+
+    def _extract(self) -> Mapping[str, Any]:
+        pending = _PENDING.__get__(self, LateRecord)
+        if pending is None:
+            return _FEATURES.__get__(self, CallRecord)  # type: ignore[no-any-return]
+        plan, call, _ = pending
+        value = _VALUE.__get__(self, LateRecord)
+        if value is _LATE:
+            self._judge()  # the features are extracted from the judged value
+            value = _VALUE.__get__(self, LateRecord)
+        # Late for calls of the plan's own kind only (``complete``).
+        features: Mapping[str, Any] = plan.features(call.arguments, value, None, kind=plan.kind)
+        _FEATURES.__set__(self, features)
+        if _RESULT_FP.__get__(self, CallRecord) is not _LATE:
+            _PENDING.__set__(self, None)
+        return features
+
+    def _fields(self) -> tuple[Any, ...]:
+        return (self.fn, self.index, self.args_fp, self.result_fp, self.error, self.cost,
+                self.start, self.duration, self.features, self.kind)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, CallRecord):
+            return self._fields() == (
+                other._fields() if type(other) is LateRecord else
+                tuple(slot.__get__(other, CallRecord) for slot in _SLOTS)
+            )
+        return NotImplemented
+
+    __hash__ = CallRecord.__hash__
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        return CallRecord, self._fields()
+
+
+_PENDING = LateRecord.__dict__["_pending"]
+_VALUE = LateRecord.__dict__["_value"]
+
+
+class _LateDraft(CallRecord):
+    """A ``LateRecord`` being built: its slots, set as plain attributes (a frozen record's own
+    ``__setattr__`` refuses), before it becomes a ``LateRecord``."""
+
+    __slots__ = ("_pending", "_value")
+    __setattr__ = object.__setattr__
+
+
+def _late_by_draft(
+    plan: Plan, call: Call, result: Any, cost: float | None, start: float,
+    duration: float | None,
+) -> LateRecord:
+    record: Any = object.__new__(_LateDraft)
+    record.fn = call.fn
+    record.index = call.index
+    record.args_fp = call.args_fp
+    record.result_fp = _LATE
+    record.error = None
+    record.cost = cost
+    record.start = start
+    record.duration = duration
+    record.features = _LATE
+    record.kind = call.kind
+    record._pending = (plan, call, result)
+    record._value = _LATE
+    record.__class__ = LateRecord  # the same slots: CPython allows it
+    return record  # type: ignore[no-any-return]
+
+
+def _late_by_slots(
+    plan: Plan, call: Call, result: Any, cost: float | None, start: float,
+    duration: float | None,
+) -> LateRecord:
+    record = object.__new__(LateRecord)
+    for slot, value in zip(_SLOTS, (call.fn, call.index, call.args_fp, _LATE, None, cost, start,
+                                    duration, _LATE, call.kind), strict=True):
+        slot.__set__(record, value)
+    _PENDING.__set__(record, (plan, call, result))
+    _VALUE.__set__(record, _LATE)
+    return record
+
+
+def _drafts_work() -> bool:
+    """Whether a draft can become a ``LateRecord`` here (an interpreter that refuses the
+    ``__class__`` assignment raises): else each slot is set through its descriptor."""
+    try:
+        _late_by_draft(None, Call("f", 1, b""), 1, None, 0.0, None)  # type: ignore[arg-type]
+    except TypeError:
+        return False
+    return True
+
+
+#: The record of ``call``, which returned ``result`` without failing, judged when first read:
+#: ``late_record(plan, call, result, cost, start, duration)``.
+late_record = _late_by_draft if _drafts_work() else _late_by_slots
+
+
+def judged(plan: Plan, call: Call, result: Any) -> tuple[bytes | None, str | None, Any]:
+    """``Plan.judge_result`` of a result that did not raise: its fingerprint, ``"ErrorResult"``
+    if it reads as an error, and the value kept of it; ``None``, ``None`` and the result itself
+    when the judge did not expect the value (its outcome is unknown)."""
+    t = type(result)
+    try:
+        if t is int or t is float or t is bool or result is None:
+            return fingerprint(result), None, result  # judge_result's first case, inlined
+        return plan.judge_result(result, call)
+    except Exception as exc:
+        emit("error", "fuzeguard.internal_error", fn=call.fn, phase="fingerprint",
+             error=exception_text(exc))
+        return None, None, result
+
+
+def judged_late(plan: Plan, call: Call, result: Any, streak: bool) -> bool:
+    """Whether ``complete`` leaves ``result``, which ``call`` returned without raising, to be
+    judged when first read (``LateRecord``): a short text that does not read as an error, or a
+    number, answered by a function of a fixed acknowledging kind (``Plan.defer``) in a
+    ``streak`` of its calls."""
+    t = type(result)
+    return (
+        plan.defer and streak and call.kind == plan.kind
+        and (t is int or t is float
+             or (t is str and len(result) <= _LATE_TEXT and plan.failure(result, call) is None))
+    )
 
 
 def _in_a_streak(run: Run, call: Call) -> bool:
@@ -125,6 +267,7 @@ def complete(
     a trace recorded: they win over what the result, if known, gives.
     """
     value: Any = None
+    record: CallRecord | None = None
     if error is not None:
         output = None if result is UNKNOWN else result
         if result_fp is None:
@@ -133,36 +276,26 @@ def complete(
         result = None
         value = output  # what the failed call printed, when a trace recorded it
     elif result is not UNKNOWN:
-        t = type(result)
-        try:
-            if t is int or t is float or t is bool or result is None:
-                fp, read_failed, value = fingerprint(result), None, result  # judge_result's first
-            else:
-                fp, read_failed, value = plan.judge_result(result, call)
-        except Exception as exc:  # a value the judge did not expect: its outcome is unknown
-            emit("error", "fuzeguard.internal_error", fn=call.fn, phase="fingerprint",
-                 error=exception_text(exc))
-            fp, read_failed, value = None, None, result
-        if result_fp is None:
-            result_fp = fp
-        failed = failed or read_failed
+        if (
+            plan.defer and result_fp is None and failed is None
+            and judged_late(plan, call, result, _in_a_streak(run, call))
+        ):
+            record = late_record(plan, call, result, cost or None, start, duration)
+        else:
+            fp, read_failed, value = judged(plan, call, result)
+            if result_fp is None:
+                result_fp = fp
+            failed = failed or read_failed
     else:
         result = None
-    if (
-        plan.defer and failed is None
-        and ((type(value) is str and len(value) <= _DEFERRED_TEXT) or type(value) in _NUMBERS)
-        and call.kind == plan.kind and _in_a_streak(run, call)
-    ):
-        features: Mapping[str, Any] = Deferred(plan, call.arguments, value)
-    elif plan.result_features or plan.call_features or (failed and plan.failure_features):
-        features = plan.features(call.arguments, value, error, run._feature_failed,
-                                 failed is not None, call.kind)
-    else:
-        features = _NONE
-    record: CallRecord = new_record(
-        call.fn, call.index, call.args_fp, result_fp, failed, cost or None, start, duration,
-        features, call.kind,
-    )
+    if record is None:
+        if plan.result_features or plan.call_features or (failed and plan.failure_features):
+            features: Mapping[str, Any] = plan.features(
+                call.arguments, value, error, run._feature_failed, failed is not None, call.kind)
+        else:
+            features = _NONE
+        record = new_record(call.fn, call.index, call.args_fp, result_fp, failed, cost or None,
+                            start, duration, features, call.kind)
     # Booked in the run (or its store), then published.
     if run._store is not None:
         run._store.complete(run, record)

@@ -221,9 +221,9 @@ class Plan:
     # The default layers' cheap exits in one look (``layers._quiet``); None when the stack does
     # not hold them.
     quiet: Quiet | None = None
-    # Whether what the layers keep of a short text or a number result may be extracted when first
-    # read (``completion.Deferred``): the function's kind is fixed and acknowledging, and the
-    # content units are all that is kept.
+    # Whether a short text or a number result may be judged, and what the layers keep of it
+    # extracted, when first read (``completion.LateRecord``): the function's kind is fixed and
+    # acknowledging, and the content units are all that is kept.
     defer: bool = False
 
     def kind_of(self, arguments: Mapping[str, Any]) -> str:
@@ -249,12 +249,18 @@ class Plan:
             value = result
         if call.kind == "model" and type(value) is str and not _WORDY.search(value):
             return fingerprint(("wordless", call.index)), None, value
-        failure = read_failure(result, call.kind in _READ_DEEP)
+        failure = self.failure(result, call)
         if failure is None:
             return fingerprint(value), None, value
         if failure:
             return failure_fingerprint(None, failure), TEXT_ERROR, value
         return fingerprint(value), TEXT_ERROR, value
+
+    @staticmethod
+    def failure(result: Any, call: Call) -> str | None:
+        """What a result that did not raise reports as its failure (``read_failure``, read deeply
+        for the kinds whose output is a command's or an edit's), or None."""
+        return read_failure(result, call.kind in _READ_DEEP)
 
     @staticmethod
     def judge_error(text: str, output: Any = None) -> bytes:

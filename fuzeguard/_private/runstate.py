@@ -519,7 +519,7 @@ class RunState:
         history = self._history
         for i in range(len(history) - 1, -1, -1):
             record = history[i]
-            if record.index == index and record.features is IN_FLIGHT:
+            if record.index == index and record.in_flight:
                 return i
         return -1
 
