@@ -151,8 +151,8 @@ Profiled with cProfile on the overhead workload; each step is its own commit wit
     time a layer, a trace or an event reads them, and only whether it reads as an error is read
     at once. The record equals the one built at once, and a copy or pickle of it is one;
     `tests/test_cheap_exits.py` plays random runs both ways and compares every detection and
-    record, and reads late records from eight threads at once. The short-text call: about 30%
-    cheaper; the int call: about 2% (interleaved runs when it was made).
+    record, and reads late records from eight threads at once. The short-text call: about 35%
+    cheaper; the int call: about 7% (interleaved runs when it was made).
 
 Single-threaded timings are CPU time of the process (`time.process_time`), which other processes
 on a shared machine cannot inflate with their own time slices; per-call growth timings and the

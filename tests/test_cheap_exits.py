@@ -17,8 +17,8 @@ import pytest
 
 import fuzeguard
 from fuzeguard import Config, guard
-from fuzeguard._private import outcome
-from fuzeguard._private.completion import LateRecord, _late_by_draft, _late_by_slots, judged
+from fuzeguard._private import completion, outcome
+from fuzeguard._private.completion import LateRecord, _late_by_class, _late_by_slots, judged
 from fuzeguard._private.fingerprint import fingerprint
 from fuzeguard._private.kinds import KINDS
 from fuzeguard._private.layer import Feature, RunView
@@ -530,6 +530,9 @@ def test_the_combined_cheap_exit_is_made_only_for_a_stack_holding_the_four_defau
     assert made is not None and made.others == (semantic,)
 
 
+_FEATURES_SLOT = CallRecord.__dict__["features"]  # a record's features as they are held
+
+
 def _detections_and_records(defer: bool, seed: int) -> tuple[list[Any], list[Any], int, int]:
     """Random runs of acknowledging tools that answer short texts or numbers (now and then the
     same one), with what the layers keep of each extracted at completion or when first read."""
@@ -559,8 +562,8 @@ def _detections_and_records(defer: bool, seed: int) -> tuple[list[Any], list[Any
             detections += [(d.layer, d.call_index, d.action) for d in run.detections]
             late = [r for r in run.history if type(r) is LateRecord]
             deferred += len(late)
-            numbers += sum(type(r._pending[2] if r._pending else r._value) in (int, float)
-                           for r in late)
+            numbers += sum(type(getattr(_FEATURES_SLOT.__get__(r), "result", "")) in (int, float)
+                           for r in late)  # the late ones not read yet
             records += [(r.fn, r.index, r.args_fp, r.result_fp, r.error, r.kind, dict(r.features))
                         for r in run.history]
     return detections, records, deferred, numbers
@@ -571,8 +574,13 @@ def test_records_judged_when_first_read_give_the_verdicts_and_records_of_eager_o
     deferred = _detections_and_records(defer=True, seed=9)
     assert len(eager[0]) > 10  # the layers do fire on these runs
     assert eager[2] == 0 and deferred[2] > 100  # and many extractions were deferred
-    assert deferred[3] > 50  # numbers' among them
+    assert deferred[3] > 10  # numbers among them (counted: those no layer had read by the end)
     assert deferred[:2] == eager[:2]
+
+
+def test_a_late_record_is_built_as_a_record_that_changes_class_where_python_allows_it() -> None:
+    # CPython does: the slower builder, slot by slot, is for an interpreter that refuses.
+    assert completion.late_record is _late_by_class
 
 
 def test_a_late_record_is_the_eager_one_whichever_is_read_first() -> None:
@@ -589,7 +597,7 @@ def test_a_late_record_is_the_eager_one_whichever_is_read_first() -> None:
             assert failed is None
             eager = CallRecord("convert", 5, b"args", fp, None, 0.5, 1.0, 2.0,
                                plan.features(arguments, value, None, kind=plan.kind), plan.kind)
-            for make in (_late_by_draft, _late_by_slots):
+            for make in (_late_by_class, _late_by_slots):
                 for features_first in (True, False):
                     late = make(plan, call, text, 0.5, 1.0, 2.0)
                     assert type(late) is LateRecord and not late.in_flight
@@ -597,7 +605,7 @@ def test_a_late_record_is_the_eager_one_whichever_is_read_first() -> None:
                         assert dict(late.features) == dict(eager.features)
                     assert late.result_fp == eager.result_fp
                     assert dict(late.features) == dict(eager.features)
-                    assert late._pending is None  # both computed: the call is let go
+                    assert type(_FEATURES_SLOT.__get__(late)) is dict  # the call let go
                     assert late == eager and eager == late and (late != eager) is False
                     for copied in (pickle.loads(pickle.dumps(make(plan, call, text, 0.5, 1.0, 2.0))),
                                    copy.copy(make(plan, call, text, 0.5, 1.0, 2.0))):
@@ -637,7 +645,7 @@ def test_a_late_record_read_by_many_threads_at_once_gives_each_the_eager_one() -
     eager = [(judged(plan, call, text)[0],
               plan.features({"name": "f"}, judged(plan, call, text)[2], None, kind=plan.kind))
              for call, text in zip(calls, texts, strict=True)]
-    late = [_late_by_draft(plan, call, text, None, 0.0, None)
+    late = [_late_by_class(plan, call, text, None, 0.0, None)
             for call, text in zip(calls, texts, strict=True)]
     start = threading.Barrier(8)
     seen: list[list[Any]] = []

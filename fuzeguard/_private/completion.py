@@ -41,7 +41,7 @@ _LATE_TEXT = 4096  # texts up to this length may be judged when first read (``La
 
 
 class _Late:
-    """What a ``LateRecord``'s result fingerprint, features and judged value hold until read."""
+    """What a ``LateRecord``'s result fingerprint holds until it is judged."""
 
     __slots__ = ()
 
@@ -50,6 +50,21 @@ class _Late:
 
 
 _LATE: Any = _Late()
+
+
+class _Pending:
+    """What a ``LateRecord``'s features hold until extracted: the call, its result, and the value
+    judged of it (``_LATE`` until judged)."""
+
+    __slots__ = ("call", "plan", "result", "value")
+
+    def __init__(self, plan: Plan, call: Call, result: Any) -> None:
+        self.plan = plan
+        self.call = call
+        self.result = result
+        self.value: Any = _LATE
+
+
 _RESULT_FP = CallRecord.__dict__["result_fp"]
 _FEATURES = CallRecord.__dict__["features"]
 _SLOTS = tuple(CallRecord.__dict__[name] for name in CallRecord.__slots__)
@@ -69,9 +84,13 @@ class LateRecord(CallRecord):
     whichever thread reads first and whatever lock it holds. Threads reading at once each get
     the same values. It equals the ``CallRecord`` that ``complete`` would have built, and a copy
     or a pickle of it is one.
+
+    It has a ``CallRecord``'s slots and no other: until judged, ``result_fp`` holds ``_LATE``,
+    and until extracted, ``features`` holds the ``_Pending`` call (the fingerprint is always
+    judged first, from the call it holds).
     """
 
-    __slots__ = ("_pending", "_value")
+    __slots__ = ()
 
     @property
     def result_fp(self) -> bytes | None:
@@ -89,8 +108,8 @@ class LateRecord(CallRecord):
     @property
     def features(self) -> Mapping[str, Any]:
         features = _FEATURES.__get__(self, CallRecord)
-        if features is _LATE:
-            features = self._extract()
+        if type(features) is _Pending:
+            features = self._extract(features)
         return features  # type: ignore[no-any-return]
 
     @features.setter
@@ -102,31 +121,22 @@ class LateRecord(CallRecord):
         return False  # a completed call, judged or not
 
     def _judge(self) -> bytes | None:
-        pending = _PENDING.__get__(self, LateRecord)
-        if pending is None:  # judged and extracted meanwhile, in another thread
+        pending = _FEATURES.__get__(self, CallRecord)
+        if type(pending) is not _Pending:  # extracted meanwhile, in another thread: judged first
             return _RESULT_FP.__get__(self, CallRecord)  # type: ignore[no-any-return]
-        plan, call, result = pending
-        fp, _, value = judged(plan, call, result)
-        _VALUE.__set__(self, value)
+        fp, _, value = judged(pending.plan, pending.call, pending.result)
+        pending.value = value
         _RESULT_FP.__set__(self, fp)
-        if _FEATURES.__get__(self, CallRecord) is not _LATE:
-            _PENDING.__set__(self, None)  # nothing more to compute: let go of the call
         return fp
 
-    def _extract(self) -> Mapping[str, Any]:
-        pending = _PENDING.__get__(self, LateRecord)
-        if pending is None:
-            return _FEATURES.__get__(self, CallRecord)  # type: ignore[no-any-return]
-        plan, call, _ = pending
-        value = _VALUE.__get__(self, LateRecord)
-        if value is _LATE:
+    def _extract(self, pending: _Pending) -> Mapping[str, Any]:
+        if pending.value is _LATE:
             self._judge()  # the features are extracted from the judged value
-            value = _VALUE.__get__(self, LateRecord)
+        plan = pending.plan
         # Late for calls of the plan's own kind only (``complete``).
-        features: Mapping[str, Any] = plan.features(call.arguments, value, None, kind=plan.kind)
-        _FEATURES.__set__(self, features)
-        if _RESULT_FP.__get__(self, CallRecord) is not _LATE:
-            _PENDING.__set__(self, None)
+        features: Mapping[str, Any] = plan.features(pending.call.arguments, pending.value, None,
+                                                    kind=plan.kind)
+        _FEATURES.__set__(self, features)  # the call is let go
         return features
 
     def _fields(self) -> tuple[Any, ...]:
@@ -147,37 +157,17 @@ class LateRecord(CallRecord):
         return CallRecord, self._fields()
 
 
-_PENDING = LateRecord.__dict__["_pending"]
-_VALUE = LateRecord.__dict__["_value"]
-
-
-class _LateDraft(CallRecord):
-    """A ``LateRecord`` being built: its slots, set as plain attributes (a frozen record's own
-    ``__setattr__`` refuses), before it becomes a ``LateRecord``."""
-
-    __slots__ = ("_pending", "_value")
-    __setattr__ = object.__setattr__
-
-
-def _late_by_draft(
+def _late_by_class(
     plan: Plan, call: Call, result: Any, cost: float | None, start: float,
     duration: float | None,
 ) -> LateRecord:
-    record: Any = object.__new__(_LateDraft)
-    record.fn = call.fn
-    record.index = call.index
-    record.args_fp = call.args_fp
-    record.result_fp = _LATE
-    record.error = None
-    record.cost = cost
-    record.start = start
-    record.duration = duration
-    record.features = _LATE
-    record.kind = call.kind
-    record._pending = (plan, call, result)
-    record._value = _LATE
-    record.__class__ = LateRecord  # the same slots: CPython allows it
+    record: Any = new_record(call.fn, call.index, call.args_fp, _LATE, None, cost, start,
+                             duration, _Pending(plan, call, result), call.kind)
+    _set(record, "__class__", LateRecord)  # the same slots: CPython allows it
     return record  # type: ignore[no-any-return]
+
+
+_set = object.__setattr__  # past the frozen record's own, which refuses
 
 
 def _late_by_slots(
@@ -186,18 +176,17 @@ def _late_by_slots(
 ) -> LateRecord:
     record = object.__new__(LateRecord)
     for slot, value in zip(_SLOTS, (call.fn, call.index, call.args_fp, _LATE, None, cost, start,
-                                    duration, _LATE, call.kind), strict=True):
+                                    duration, _Pending(plan, call, result), call.kind),
+                           strict=True):
         slot.__set__(record, value)
-    _PENDING.__set__(record, (plan, call, result))
-    _VALUE.__set__(record, _LATE)
     return record
 
 
-def _drafts_work() -> bool:
-    """Whether a draft can become a ``LateRecord`` here (an interpreter that refuses the
-    ``__class__`` assignment raises): else each slot is set through its descriptor."""
+def _class_changes() -> bool:
+    """Whether a ``CallRecord`` can become a ``LateRecord`` here (an interpreter that refuses
+    the ``__class__`` assignment raises): else each slot is set through its descriptor."""
     try:
-        _late_by_draft(None, Call("f", 1, b""), 1, None, 0.0, None)  # type: ignore[arg-type]
+        _late_by_class(None, Call("f", 1, b""), 1, None, 0.0, None)  # type: ignore[arg-type]
     except TypeError:
         return False
     return True
@@ -205,7 +194,7 @@ def _drafts_work() -> bool:
 
 #: The record of ``call``, which returned ``result`` without failing, judged when first read:
 #: ``late_record(plan, call, result, cost, start, duration)``.
-late_record = _late_by_draft if _drafts_work() else _late_by_slots
+late_record = _late_by_class if _class_changes() else _late_by_slots
 
 
 def judged(plan: Plan, call: Call, result: Any) -> tuple[bytes | None, str | None, Any]:
