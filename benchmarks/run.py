@@ -255,8 +255,8 @@ split into content units, so that the layers judge it by meaning. What is left i
 twenty Python-level calls per guarded call.
 
 Section 1b times each stage of a quiet call on its own, done as the call does it (the default
-layers' cheap exits in one look; the result's content kept when first read where the call
-defers it). The stages alone, with nothing to hand
+layers' cheap exits in one look; a result judged when first read where the call defers it).
+The stages alone, with nothing to hand
 the work from one to the next, cost {stages_int:.2f}x the floor for the int tool and
 {stages_str:.2f}x for the short text (measured whole in that section: {whole_int:.2f}x and
 {whole_str:.2f}x). A loop that does every stage's work for every call with nothing between the

@@ -3,6 +3,7 @@ noisy shared machines, and the numbers belong in docs/performance.md, not in pas
 
 from __future__ import annotations
 
+import difflib
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -79,3 +80,27 @@ def test_the_replay_figures_of_the_cli_page_are_those_of_the_performance_report(
     block = cli[begin:cli.index("<!-- end of replay figures -->")]
     assert rows
     assert block.splitlines()[2:-1] == [f"{r[1]}: {r[2]}" for r in rows]
+
+
+def test_the_comparison_with_another_revision_runs_each_tree_it_names(tmp_path: Path) -> None:
+    """``benchmarks/against.py REV --patch FILE --quick`` unpacks REV, applies the patch to a
+    copy, and measures the three trees; a patch that does not apply fails the command."""
+    init = subprocess.run(["git", "-C", str(ROOT), "show", "HEAD:fuzeguard/__init__.py"],
+                          capture_output=True, text=True, check=True).stdout
+    patch = tmp_path / "comment.diff"
+    patch.write_text("".join(difflib.unified_diff(
+        init.splitlines(keepends=True), ["# patched\n", *init.splitlines(keepends=True)],
+        "a/fuzeguard/__init__.py", "b/fuzeguard/__init__.py")), encoding="utf-8")
+    command = [sys.executable, str(BENCHMARKS / "against.py"), "HEAD", "--quick"]
+    done = subprocess.run([*command, "--patch", str(patch)], capture_output=True, text=True,
+                          timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    names = [line.split(": ", 1)[0] for line in done.stdout.splitlines()]
+    assert names == ["HEAD", "HEAD + comment.diff", "this checkout"]
+    for line in done.stdout.splitlines():
+        assert all(f"{workload} " in line for workload in ("int", "text", "rotation")), line
+    patch.write_text(patch.read_text(encoding="utf-8").replace("__init__.py", "missing.py"),
+                     encoding="utf-8")
+    broken = subprocess.run([*command, "--patch", str(patch)], capture_output=True, text=True,
+                            timeout=600, check=False)
+    assert broken.returncode != 0
