@@ -125,8 +125,10 @@ class LateRecord(CallRecord):
         if type(pending) is not _Pending:  # extracted meanwhile, in another thread: judged first
             return _RESULT_FP.__get__(self, CallRecord)  # type: ignore[no-any-return]
         fp, _, value = judged(pending.plan, pending.call, pending.result)
-        pending.value = value
+        # The fingerprint first: a thread that finds the value judged extracts the features and
+        # lets the pending call go, after which the fingerprint must be there to be read.
         _RESULT_FP.__set__(self, fp)
+        pending.value = value
         return fp
 
     def _extract(self, pending: _Pending) -> Mapping[str, Any]:
