@@ -147,16 +147,16 @@ class LateRecord(CallRecord):
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, CallRecord):
-            return self._fields() == (
-                other._fields() if type(other) is LateRecord else
-                tuple(slot.__get__(other, CallRecord) for slot in _SLOTS)
-            )
+            return self._fields() == LateRecord._fields(other)  # type: ignore[arg-type]
         return NotImplemented
 
     __hash__ = CallRecord.__hash__
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         return CallRecord, self._fields()
+
+
+_set = object.__setattr__  # past the frozen record's own, which refuses
 
 
 def _late_by_class(
@@ -167,9 +167,6 @@ def _late_by_class(
                              duration, _Pending(plan, call, result), call.kind)
     _set(record, "__class__", LateRecord)  # the same slots: CPython allows it
     return record  # type: ignore[no-any-return]
-
-
-_set = object.__setattr__  # past the frozen record's own, which refuses
 
 
 def _late_by_slots(
