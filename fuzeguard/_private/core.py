@@ -30,13 +30,16 @@ def decide(
     ladder: Sequence[Action],
     hits: Callable[[Hashable], int],
     *,
+    early: int = 0,
+    told: bool = False,
     observe: bool = False,
     on_error: Callable[[Layer, Call, Exception], object] | None = None,
 ) -> Decision:
     """Run every layer on ``call`` and choose what to do.
 
-    A ``"limit"`` detection kills; a ``"warning"`` warns; a ``"loop"`` takes the ladder's step for
-    the number of times its pattern was detected before (``hits``). The most severe action wins.
+    A ``"limit"`` detection kills; a ``"warning"`` warns; a ``"loop"`` is warned ``early`` times
+    and then takes the ladder's step for the number of times its pattern was detected before
+    (``hits``), at once when its evidence is ``certain``. The most severe action wins.
     In observe mode each detection keeps the action it would have taken and the call goes ahead.
     A layer that raises is left out of this decision and reported to ``on_error``: one faulty
     layer never switches the others off.
@@ -62,7 +65,7 @@ def decide(
     best_action: str = "call"
     completed = []
     for detection in found:
-        action = action_for(detection, ladder, hits)
+        action = action_for(detection, ladder, hits, early, told)
         detection = dataclasses.replace(
             detection, run_id=run.id, call_index=call.index, fn=detection.fn or call.fn,
             action=action,
@@ -104,18 +107,29 @@ def check_detection(layer: object, detection: object) -> None:
 
 
 def action_for(
-    detection: Detection, ladder: Sequence[Action], hits: Callable[[Hashable], int]
+    detection: Detection,
+    ladder: Sequence[Action],
+    hits: Callable[[Hashable], int],
+    early: int = 0,
+    told: bool = False,
 ) -> Action:
     """The action one detection calls for, before observe mode is applied.
 
-    A ladder's last step repeats, except a final ``"skip"``: once a pattern was skipped
-    ``SKIPS_BEFORE_KILL`` times at that step, its next detection kills.
+    Evidence grades the response: a loop's first ``early`` detections warn (the warning reaches
+    the model), and the ladder starts when the pattern persists after them; a ``certain`` loop
+    starts the ladder at once, where it stands. A ladder's last step repeats, except a final
+    ``"skip"``: once a pattern was skipped ``SKIPS_BEFORE_KILL`` times at that step, its next
+    detection kills.
     """
     if detection.kind == "limit":
         return "kill"
     if detection.kind == "warning":
         return "warn"
     step = hits(pattern_key(detection))
+    if early:
+        if step < early and not detection.certain and not told:
+            return "warn"
+        step = max(0, step - early)
     last = len(ladder) - 1
     if step < last:
         return ladder[step]

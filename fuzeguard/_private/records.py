@@ -73,7 +73,11 @@ class Detection:
 
     Layers fill in what they know; the guard completes ``run_id``, ``call_index`` and ``action``.
     ``kind`` is ``"loop"`` (handled by ``on_loop``), ``"warning"`` (an early warning: always just
-    warns) or ``"limit"`` (a budget: always ends the run). ``pattern`` identifies what repeats, so
+    warns) or ``"limit"`` (a budget: always ends the run). A loop is first answered by
+    ``early_warnings`` warnings that reach the model, and ``on_loop`` applies when its pattern is
+    detected again after them; a loop whose evidence leaves no doubt (``certain``: the same call
+    and outcome back to back past Fuze's count, an identical write that already succeeded, sent
+    again) takes ``on_loop`` at once. ``pattern`` identifies what repeats, so
     that an escalation ladder can step when the same pattern is detected again. ``message`` is
     written for the model: it says what happened and what to do instead.
     """
@@ -85,6 +89,7 @@ class Detection:
     threshold: float | None = None
     similarity: float | None = None
     kind: Kind = "loop"
+    certain: bool = False
     pattern: Hashable = field(default=None, repr=False)  # fingerprints: not for reading
     run_id: str = ""
     call_index: int = 0

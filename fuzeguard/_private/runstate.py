@@ -107,6 +107,9 @@ class RunState:
         # asked, kept as their step, and the hits at which it asks again (the raised bar).
         self._bars: dict[Hashable, tuple[int, int]] = {}
         self._hits: dict[Hashable, int] = {}
+        # The call and turn at which the model was last warned (a warning reached it), or 0.
+        self._told_at = 0
+        self._told_turn = 0
         # Once turns are marked (``end_turn``), the turn in which each pattern last stepped its
         # ladder: the ladder steps once per model turn, so a batch of identical parallel calls
         # the model sent at once is one step, not one per call.
@@ -296,6 +299,7 @@ class RunState:
         observe = plan.observe or state.mode_override == "observe"
         failures = self._layer_failures
         decision = decide(self, call, layers, plan.ladder, self._hit_count,
+                          early=plan.settings.early_warnings, told=self._told(call, plan),
                           observe=observe, on_error=self._layer_failed)
         if self._layer_failures != failures and plan.settings.fail_closed:
             return call, _REFUSED  # a layer could not judge the call: refuse it
@@ -384,7 +388,7 @@ class RunState:
         if self._killed is not None:
             return Decision("kill", call.index, self._killed, ())
         observe = plan.observe or state.mode_override == "observe"
-        action = action_for(detection, plan.ladder, self._hit_count)
+        action = action_for(detection, plan.ladder, self._hit_count, plan.settings.early_warnings)
         detection = dataclasses.replace(
             detection, run_id=self.id, call_index=call.index, action=action
         )
@@ -392,6 +396,16 @@ class RunState:
         if action == "ask" and self._bars and not observe:
             decision = self._under_bar(decision)
         return decision
+
+    def _told(self, call: Call, plan: Plan) -> bool:
+        """Whether the model was warned a short while ago, in an earlier turn: a loop detected now
+        persists after the model was told."""
+        told = self._told_at
+        if not told:
+            return False
+        if self._turns_marked and self._told_turn == self._turn:
+            return False
+        return call.index - told <= plan.settings.persist_window
 
     def _count_flag(self, decision: Decision) -> None:
         if not decision.detections:
@@ -413,6 +427,8 @@ class RunState:
         return hits
 
     def _note(self, decision: Decision) -> None:
+        if decision.action == "warn":
+            self._told_at, self._told_turn = decision.index, self._turn
         for detection in decision.detections:
             self._detections += 1
             by_layer = self._detections_by_layer

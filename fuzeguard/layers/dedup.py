@@ -28,7 +28,9 @@ from typing import Any, ClassVar
 
 from fuzeguard._private.layer import Feature, LayerSettings, RunView, setting
 from fuzeguard._private.records import Call, CallRecord, Detection, Kind
-from fuzeguard.layers._evidence import FAILED, changes_state, last_change, novelty, repeat_key
+from fuzeguard.layers._evidence import (
+    ACTING, FAILED, INFORMING, TRANSPARENT, WRITTEN, changes_state, last_change, novelty, repeat_key, side_effect,
+)
 
 #: How much of a call's arguments is compared when its attempts are near-identical.
 ATTEMPT_CHARS = 2000
@@ -100,6 +102,12 @@ class Dedup(LayerSettings):
         0, type="int", minimum=0, origin="OpenFang/Hermes loop guard (warns at the 3rd)",
         doc="The repeat that reaches this count gets a warning only (0: no early warning).",
     )
+    streak_threshold: int = setting(
+        5, type="int", minimum=2, origin="fuzeguard (evidence grades the response)",
+        doc="The same call with the same outcome this many times back to back, nothing else "
+        "between, is a loop whose evidence leaves no doubt: on_loop applies at once. Shorter "
+        "streaks get early warnings only (an agent may re-run a step a few times, then move on).",
+    )
     poll_threshold: int = setting(
         19,
         type="int",
@@ -157,7 +165,9 @@ class Dedup(LayerSettings):
         if call.kind == "poll" or not self.result_aware:
             return self._counted(run, call, same) if same else None
         found = None
-        if len(same) + 1 >= (self.repeat_warn_threshold or threshold + 1):
+        if len(same) + 1 >= (self.repeat_warn_threshold or threshold + 1) or (
+            call.kind == "write" and same
+        ):
             found = self._remembered(run, call, same)
         if found is None and run.errors >= threshold and run.calls_of(call.fn) >= threshold:
             found = self._attempts(run, call)
@@ -198,19 +208,37 @@ class Dedup(LayerSettings):
             if n > best:
                 best_key, best = key, n
         count = best + unknown + 1
+        certain = False
         if count > threshold:
             kind: Kind = "loop"
+            if best_key == WRITTEN and side_effect(call):
+                certain = True  # the same write, succeeded, sent again: a duplicated side effect
+            elif _answer_of_others(run.history, call, best_key):
+                certain = True
+            elif _back_to_back(run.history, call.args_fp, best_key) + 1 >= count:
+                # Every occurrence back to back: a few re-runs are often followed by a change
+                # of approach; past the streak threshold, the run will not get out by itself.
+                certain = count >= self.streak_threshold
+                kind = "loop" if certain else "warning"
+            elif _acted_since(run.history, call, same):
+                # Re-run after a command that may have changed what no write detection sees (a
+                # re-test after a script that applies a fix): "no write seen" is no proof that
+                # nothing changed. Tell the model; it is not a loop on that evidence.
+                kind = "warning"
         elif warn and count == warn:
             kind = "warning"
+        elif count == 2 and best_key == WRITTEN and side_effect(call):
+            return self._detection(call, count, threshold, "warning", best_key)
         else:
             return None
-        return self._detection(call, count, threshold, kind, best_key)
+        return self._detection(call, count, threshold, kind, best_key, certain=certain)
 
     def _attempts(self, run: RunView, call: Call) -> Detection | None:
         """One action failing again and again: the latest calls of this function since the last
-        change all failed with one error that says what went wrong, and either their arguments
-        are alike the pending call's (``repeat_threshold`` of them), or there are one more of
-        them whatever their arguments (the error does not depend on them)."""
+        change all failed with one error that says what went wrong, and the latest
+        ``repeat_threshold`` of them have arguments alike the pending call's: a loop. A longer
+        streak of that error with arguments unlike the pending call's is an early warning only: a
+        kill needs the pending call itself to be alike the failures."""
         threshold = self.repeat_threshold
         history = run.history
         oldest = call.index - self.repeat_memory
@@ -236,17 +264,28 @@ class Dedup(LayerSettings):
                 break  # something changed since
         if len(failed) < threshold:
             return None
-        if len(failed) > threshold:
-            return self._detection(call, len(failed) + 1, threshold, "loop", FAILED, alike=True)
         from rapidfuzz.distance import Indel  # here: most runs never compare two attempts
 
         pending = attempt_text(call.arguments)
         cutoff = self.similarity_threshold
-        for record in failed:
+        for record in failed[:threshold]:
             text = record.features[ATTEMPT.key]
             if Indel.normalized_similarity(pending, text, score_cutoff=cutoff) < cutoff:
-                return None
-        return self._detection(call, threshold + 1, threshold, "loop", FAILED, alike=True)
+                break
+        else:
+            return self._detection(call, threshold + 1, threshold, "loop", FAILED, alike=True)
+        if len(failed) > threshold:
+            # One error whatever the arguments, but the pending call is not alike the failures:
+            # it may be the way out (a plain read after failing test runs). Tell the model.
+            return Detection(
+                layer=self.name, fn=fn, count=len(failed) + 1, threshold=threshold,
+                kind="warning", pattern=(fn, "alike"),
+                message=(
+                    f"`{fn}` failed {len(failed)} times in a row with the same error, whatever "
+                    "the arguments. Read the error and fix its cause before trying again."
+                ),
+            )
+        return None
 
     def _counted(self, run: RunView, call: Call, same: Sequence[CallRecord]) -> Detection | None:
         """Identical calls counted in a window: polls (their streak of one answer, not separated
@@ -291,7 +330,8 @@ class Dedup(LayerSettings):
         return self._detection(call, count, threshold, kind, streak_key if all_same else None)
 
     def _detection(
-        self, call: Call, count: int, threshold: int, kind: Kind, key: object, alike: bool = False
+        self, call: Call, count: int, threshold: int, kind: Kind, key: object,
+        alike: bool = False, certain: bool = False,
     ) -> Detection:
         return Detection(
             layer=self.name,
@@ -299,9 +339,55 @@ class Dedup(LayerSettings):
             count=count,
             threshold=threshold,
             kind=kind,
+            certain=certain,
             pattern=(call.fn, "alike") if alike else call.args_fp,
             message=_message(call, count, kind, key, alike),
         )
+
+
+def _answer_of_others(history: Sequence[CallRecord], call: Call, key: Hashable) -> bool:
+    """Whether the outcome this call keeps getting is also what other questions got: an answer
+    that does not depend on the question (access refused, a result withheld) cannot change by
+    asking again."""
+    if type(key) is not bytes or key in (FAILED, WRITTEN) or call.kind not in INFORMING:
+        return False
+    for record in history:
+        if record.result_fp == key and record.args_fp != call.args_fp and record.error is None:
+            return True
+    return False
+
+
+def _acted_since(history: Sequence[CallRecord], call: Call, same: Sequence[CallRecord]) -> bool:
+    """Whether a command or a write with arguments new to the run succeeded since the latest
+    occurrence of this call (a script that applies a fix, an API call): it may have changed
+    what no write detection sees."""
+    latest = same[-1].index
+    seen: set[bytes] = set()
+    acted = False
+    for record in history:
+        if (record.index > latest and record.kind in ACTING and record.error is None
+                and record.args_fp not in seen and record.args_fp != call.args_fp):
+            acted = True
+        seen.add(record.args_fp)
+    return acted
+
+
+def _back_to_back(history: Sequence[CallRecord], args_fp: bytes, key: Hashable) -> int:
+    """How many of the latest calls, back to back (tools that change nothing looked through),
+    are this very call with outcome ``key`` (an occurrence whose outcome is unknown, such as a
+    call still running, counts as the same)."""
+    n = 0
+    for i in range(len(history) - 1, -1, -1):
+        record = history[i]
+        if record.kind in TRANSPARENT:
+            continue
+        if record.args_fp != args_fp:
+            break
+        got = repeat_key(record, failures_alike=True)
+        if got is not None and got != key:
+            break
+        n += 1
+    return n
 
 
 def _sustained(
