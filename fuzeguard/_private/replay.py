@@ -173,10 +173,12 @@ def _error_object(text: str) -> Exception:
     """An exception of the recorded class name, for layers that look at the error.
 
     The class is made here (a plain ``Exception`` subclass with that name): nothing named by the
-    trace is imported. A text that does not start with a class name names the class whole."""
+    trace is imported. A text that does not start with a class name names the class whole, and
+    is its message too: every recorded message is kept (whether a failure says something is
+    decided by what it says, ``dedup.bare_failure``, not by how the trace shaped it)."""
     name, _, message = text.partition(": ")
     if not name.isidentifier():
-        name, message = text, ""
+        name, message = text, text
     cls = _error_types.get(name)
     if cls is None:
         cls = type(name, (Exception,), {"__module__": "fuzeguard.replayed"})

@@ -22,6 +22,7 @@ outcome.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -50,14 +51,31 @@ def attempt_text(arguments: Mapping[str, Any]) -> str:
     return "\x1f".join(parts)
 
 
+#: A failure that tells only that a command exited non-zero (``exit code 1``, ``exit status 2``,
+#: subprocess's ``Command '...' returned non-zero exit status 1.``).
+_BARE_EXIT = re.compile(
+    r"(?:exit(?:ed)?\s+(?:with\s+)?(?:code|status)\s*[=:]?\s*-?\d+"
+    r"|Command\s.*\sreturned\s+non-zero\s+exit\s+status\s+-?\d+)\.?",
+    re.IGNORECASE | re.DOTALL,
+)
+
+
+def bare_failure(error: BaseException | None, result: Any) -> bool:
+    """Whether a failure says nothing but that it failed: no output (no text, no mapping) and an
+    error with no message, or whose message is only an exit status. Such a failure (a ``grep``
+    that matched nothing) is a miss, not an error to be fixed."""
+    if type(result) is str and result.strip() or type(result) is dict:
+        return False
+    said = str(error).strip() if error is not None else ""
+    return not said or _BARE_EXIT.fullmatch(said) is not None
+
+
 def _attempt(
     arguments: Mapping[str, Any], result: Any, error: BaseException | None
 ) -> str | None:
-    """The text of a failed call's arguments, when the failure says something: an error with a
-    message, or an output. A bare exit status with nothing printed (a ``grep`` that matched
-    nothing) is a miss, not an error to be fixed: near-identical misses are left to ``progress``."""
-    said = str(error) if error is not None else ""
-    if not said and not (type(result) is str and result.strip()) and type(result) is not dict:
+    """The text of a failed call's arguments, when the failure says something (not a
+    ``bare_failure``): near-identical misses are left to ``progress``."""
+    if bare_failure(error, result):
         return None
     return attempt_text(arguments)
 
