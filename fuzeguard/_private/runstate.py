@@ -388,7 +388,9 @@ class RunState:
         if self._killed is not None:
             return Decision("kill", call.index, self._killed, ())
         observe = plan.observe or state.mode_override == "observe"
-        action = action_for(detection, plan.ladder, self._hit_count, plan.settings.early_warnings)
+        # Made while the call is under way (a stream that repeats itself): no warning can reach
+        # the model before it has finished, so on_loop applies at once.
+        action = action_for(detection, plan.ladder, self._hit_count)
         detection = dataclasses.replace(
             detection, run_id=self.id, call_index=call.index, action=action
         )

@@ -53,8 +53,22 @@ def repeat_key(record: CallRecord, failures_alike: bool = False) -> Hashable | N
 
 
 def changes_state(record: CallRecord) -> bool:
-    """Whether a call changed the world: a write that did not fail (or is still running)."""
-    return record.kind == "write" and record.error is None
+    """Whether a call changed the world: a write that did not fail (or is still running), or a
+    shell command that writes and then failed: a compound command (a here-document written,
+    then run) fails in its last part, after the file changed."""
+    return record.kind == "write" and (record.error is None or _shell(record.fn))
+
+
+def _shell(fn: str) -> bool:
+    kind = _SHELL.get(fn)
+    if kind is None:
+        if len(_SHELL) >= 1024:
+            _SHELL.clear()
+        kind = _SHELL[fn] = infer_kind(fn) == "exec"
+    return kind
+
+
+_SHELL: dict[str, bool] = {}
 
 
 def side_effect(call: Call) -> bool:

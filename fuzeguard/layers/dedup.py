@@ -30,7 +30,16 @@ from typing import Any, ClassVar
 from fuzeguard._private.layer import Feature, LayerSettings, RunView, setting
 from fuzeguard._private.records import Call, CallRecord, Detection, Kind
 from fuzeguard.layers._evidence import (
-    ACTING, FAILED, INFORMING, TRANSPARENT, WRITTEN, changes_state, last_change, novelty, repeat_key, side_effect,
+    ACTING,
+    FAILED,
+    INFORMING,
+    TRANSPARENT,
+    WRITTEN,
+    changes_state,
+    last_change,
+    novelty,
+    repeat_key,
+    side_effect,
 )
 
 #: How much of a call's arguments is compared when its attempts are near-identical.
@@ -64,7 +73,7 @@ def bare_failure(error: BaseException | None, result: Any) -> bool:
     """Whether a failure says nothing but that it failed: no output (no text, no mapping) and an
     error with no message, or whose message is only an exit status. Such a failure (a ``grep``
     that matched nothing) is a miss, not an error to be fixed."""
-    if type(result) is str and result.strip() or type(result) is dict:
+    if (type(result) is str and result.strip()) or type(result) is dict:
         return False
     said = str(error).strip() if error is not None else ""
     return not said or _BARE_EXIT.fullmatch(said) is not None
@@ -238,6 +247,11 @@ class Dedup(LayerSettings):
                 # of approach; past the streak threshold, the run will not get out by itself.
                 certain = count >= self.streak_threshold
                 kind = "loop" if certain else "warning"
+            elif not call.arguments or call.kind == "model":
+                # A call that asks nothing in particular (``list_files()``, the date, a model's
+                # text recorded as a call) revisited among other work is bookkeeping: equal
+                # answers among other calls do not make a loop. A streak of them does (above).
+                kind = "warning"
             elif _acted_since(run.history, call, same):
                 # Re-run after a command that may have changed what no write detection sees (a
                 # re-test after a script that applies a fix): "no write seen" is no proof that
