@@ -30,7 +30,8 @@ def test_a_here_doc_rewritten_and_run_again_is_not_a_repeat() -> None:
     fail = RuntimeError("exit code 1")
     steps = []
     for i in range(4):
-        steps.append(Step("bash", {"command": f"cat > check.py <<'EOF'\nprint(parse({i}))\nEOF\npython check.py"},
+        here_doc = f"cat > check.py <<'EOF'\nprint(parse({i}))\nEOF\npython check.py"
+        steps.append(Step("bash", {"command": here_doc},
                           "Traceback (most recent call last):\nValueError: bad input", fail))
         steps.append(Step("bash", {"command": "python -m pytest -q"}, "1 failed", fail))
     played = play(steps)
@@ -99,7 +100,8 @@ def test_a_poll_whose_job_counter_moves_is_not_a_loop() -> None:
      "npm ERR! Failed at the x@1.0.0 test script."),
     ("# example.com/m\n./main.go:12:5: undefined: foo\n./main.go:13:2: x declared and not used",
      "./main.go:12:5: undefined: foo"),
-    ("____ test_a ____\n\n    def test_a():\n>       assert parse(1) == 2\nE   AssertionError: assert 1 == 2\n\n"
+    ("____ test_a ____\n\n    def test_a():\n>       assert parse(1) == 2\n"
+     "E   AssertionError: assert 1 == 2\n\n"
      "tests/test_a.py:3: AssertionError\n===== short test summary info =====\n"
      + "\n".join(f"PASSED tests/test_{i}.py::test" for i in range(5)) + "\n1 failed, 5 passed in 0.12s",
      "E   AssertionError: assert 1 == 2"),
