@@ -142,7 +142,7 @@ def test_certain_evidence_takes_on_loop_at_once() -> None:
     sure = Detection(layer="dedup", fn="f", message="m", pattern="p", certain=True)
     assert action_for(loop, ("kill",), lambda _: 0, early=1) == "warn"
     assert action_for(loop, ("kill",), lambda _: 1, early=1) == "kill"
-    assert action_for(loop, ("kill",), lambda _: 0, early=1, told=True) == "kill"
+    assert action_for(loop, ("kill",), lambda _: 0, early=1, told=lambda _: True) == "kill"
     assert action_for(sure, ("kill",), lambda _: 0, early=1) == "kill"
     assert action_for(loop, ("warn", "skip", "kill"), lambda _: 1, early=1) == "warn"
     assert action_for(loop, ("warn", "skip", "kill"), lambda _: 2, early=1) == "skip"

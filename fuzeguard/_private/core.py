@@ -31,7 +31,7 @@ def decide(
     hits: Callable[[Hashable], int],
     *,
     early: int = 0,
-    told: bool = False,
+    told: Callable[[Hashable], bool] | None = None,
     observe: bool = False,
     on_error: Callable[[Layer, Call, Exception], object] | None = None,
 ) -> Decision:
@@ -111,23 +111,25 @@ def action_for(
     ladder: Sequence[Action],
     hits: Callable[[Hashable], int],
     early: int = 0,
-    told: bool = False,
+    told: Callable[[Hashable], bool] | None = None,
 ) -> Action:
     """The action one detection calls for, before observe mode is applied.
 
     Evidence grades the response: a loop's first ``early`` detections warn (the warning reaches
-    the model), and the ladder starts when the pattern persists after them; a ``certain`` loop
-    starts the ladder at once, where it stands. A ladder's last step repeats, except a final
-    ``"skip"``: once a pattern was skipped ``SKIPS_BEFORE_KILL`` times at that step, its next
-    detection kills.
+    the model), and the ladder starts when the pattern persists after them, or after the model
+    was told otherwise (``told`` of its pattern: warned about it, or about anything a short
+    while ago); a ``certain`` loop starts the ladder at once, where it stands. A ladder's last
+    step repeats, except a final ``"skip"``: once a pattern was skipped ``SKIPS_BEFORE_KILL``
+    times at that step, its next detection kills.
     """
     if detection.kind == "limit":
         return "kill"
     if detection.kind == "warning":
         return "warn"
-    step = hits(pattern_key(detection))
+    key = pattern_key(detection)
+    step = hits(key)
     if early:
-        if step < early and not detection.certain and not told:
+        if step < early and not detection.certain and not (told is not None and told(key)):
             return "warn"
         step = max(0, step - early)
     last = len(ladder) - 1

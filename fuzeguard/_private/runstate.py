@@ -21,7 +21,7 @@ import dataclasses
 import time
 from collections import deque
 from collections.abc import Callable, Hashable, Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Final, cast
 
 from fuzeguard._private import budget, state
 from fuzeguard._private.ask import ACTION_OF
@@ -107,9 +107,11 @@ class RunState:
         # asked, kept as their step, and the hits at which it asks again (the raised bar).
         self._bars: dict[Hashable, tuple[int, int]] = {}
         self._hits: dict[Hashable, int] = {}
-        # The call and turn at which the model was last warned (a warning reached it), or 0.
+        # The call and turn at which the model was last warned (a warning reached it), or 0;
+        # the patterns it was warned about (most recently warned last).
         self._told_at = 0
         self._told_turn = 0
+        self._warned: dict[Hashable, None] = {}
         # Once turns are marked (``end_turn``), the turn in which each pattern last stepped its
         # ladder: the ladder steps once per model turn, so a batch of identical parallel calls
         # the model sent at once is one step, not one per call.
@@ -399,15 +401,17 @@ class RunState:
             decision = self._under_bar(decision)
         return decision
 
-    def _told(self, call: Call, plan: Plan) -> bool:
-        """Whether the model was warned a short while ago, in an earlier turn: a loop detected now
-        persists after the model was told."""
+    def _told(self, call: Call, plan: Plan) -> Callable[[Hashable], bool]:
+        """Whether the model was told before a loop of a pattern detected now: it was warned
+        about that very pattern (an early warning of the layer that found it), or about anything
+        a short while ago, in an earlier turn. Such a loop persists after the model was told."""
         told = self._told_at
-        if not told:
-            return False
-        if self._turns_marked and self._told_turn == self._turn:
-            return False
-        return call.index - told <= plan.settings.persist_window
+        recently = bool(told) and call.index - told <= plan.settings.persist_window and not (
+            self._turns_marked and self._told_turn == self._turn
+        )
+        if recently:
+            return _ALWAYS
+        return self._warned.__contains__
 
     def _count_flag(self, decision: Decision) -> None:
         if not decision.detections:
@@ -431,6 +435,13 @@ class RunState:
     def _note(self, decision: Decision) -> None:
         if decision.action == "warn":
             self._told_at, self._told_turn = decision.index, self._turn
+            warned = self._warned
+            for detection in decision.detections:
+                if detection.action == "warn":
+                    key = pattern_key(detection)
+                    warned[key] = warned.pop(key, None)
+                    if len(warned) > MAX_PATTERNS:
+                        del warned[next(iter(warned))]
         for detection in decision.detections:
             self._detections += 1
             by_layer = self._detections_by_layer
@@ -616,3 +627,10 @@ class RunState:
             self._cost += record.cost
             if self._cost >= self._warn_cost:
                 self._budget_reached()
+
+
+def _always(_: Hashable) -> bool:
+    return True
+
+
+_ALWAYS: Final = _always

@@ -359,7 +359,9 @@ class Dedup(LayerSettings):
             kind = "warning"
         else:
             return None
-        return self._detection(call, count, threshold, kind, streak_key if all_same else None)
+        # Plain Fuze counting (result_aware = false) acts as Fuze does: at once.
+        return self._detection(call, count, threshold, kind, streak_key if all_same else None,
+                               certain=kind == "loop" and not self.result_aware)
 
     def _detection(
         self, call: Call, count: int, threshold: int, kind: Kind, key: object,

@@ -90,6 +90,7 @@ class Iterations(LayerSettings):
             count=count,
             threshold=cap,
             pattern=call.fn,
+            certain=not self.adaptive,  # a cap the user set is absolute, as in Fuze
             message=(
                 f"You have already called `{call.fn}` {count - 1} times in this task, its limit "
                 f"({cap}). Stop calling it: use what you have, or try another approach."
