@@ -7,6 +7,7 @@ import asyncio
 import concurrent.futures
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,8 +17,13 @@ from fuzeguard._private.ask import Question
 from fuzeguard.testing import capture_detections
 
 
+# The ask action itself is tested here: the 3rd identical call is a loop acted on at once
+# (graded evidence is tested in test_evidence_grades.py).
+ACT_AT_ONCE: dict[str, Any] = {"early_warnings": 0, "streak_threshold": 3}
+
+
 def _tool() -> object:
-    @guard(on_loop=["ask", "kill"])
+    @guard(on_loop=["ask", "kill"], **ACT_AT_ONCE)
     def web_search(query: str) -> str:
         return "3 results for " + query
 
@@ -129,7 +135,7 @@ def test_an_async_callback_is_awaited() -> None:
 
 
 def test_an_async_guarded_tool_asks_too() -> None:
-    @guard(on_loop=["ask", "kill"])
+    @guard(on_loop=["ask", "kill"], **ACT_AT_ONCE)
     async def fetch(url: str) -> str:
         return "page"
 
@@ -168,4 +174,4 @@ def test_replay_of_a_ladder_with_ask_answers_kill_without_asking(tmp_path: Path)
     config = fuzeguard.Config.from_dict({"defaults": {"on_loop": ["ask", "kill"]}})
     [summary] = replay([str(trace)], config)
     assert [k.detection.action for k in summary.kills] == ["kill"]
-    assert summary.kills[0].call == 3
+    assert summary.kills[0].call == 5  # warned at the 3rd and 4th (a streak), a loop at the 5th
