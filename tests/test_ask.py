@@ -16,7 +16,6 @@ from fuzeguard import ConfigError, LoopDetected, guard
 from fuzeguard._private.ask import Question
 from fuzeguard.testing import capture_detections
 
-
 # The ask action itself is tested here: the 3rd identical call is a loop acted on at once
 # (graded evidence is tested in test_evidence_grades.py).
 ACT_AT_ONCE: dict[str, Any] = {"early_warnings": 0, "streak_threshold": 3}
