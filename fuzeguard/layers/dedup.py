@@ -27,6 +27,7 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from fuzeguard._private.fingerprint import encode, fingerprint
 from fuzeguard._private.layer import Feature, LayerSettings, RunView, setting
 from fuzeguard._private.records import Call, CallRecord, Detection, Kind
 from fuzeguard.layers._evidence import (
@@ -247,7 +248,7 @@ class Dedup(LayerSettings):
                 # of approach; past the streak threshold, the run will not get out by itself.
                 certain = count >= self.streak_threshold
                 kind = "loop" if certain else "warning"
-            elif not call.arguments or call.kind == "model":
+            elif call.kind == "model" or _asks_nothing(call):
                 # A call that asks nothing in particular (``list_files()``, the date, a model's
                 # text recorded as a call) revisited among other work is bookkeeping: equal
                 # answers among other calls do not make a loop. A streak of them does (above).
@@ -389,6 +390,20 @@ def _answer_of_others(history: Sequence[CallRecord], call: Call, key: Hashable) 
         if record.result_fp == key and record.args_fp != call.args_fp and record.error is None:
             return True
     return False
+
+
+def _asks_nothing(call: Call) -> bool:
+    """Whether a call was made without arguments (its fingerprint is that of no arguments, so
+    that a replayed trace that did not record them is judged as the live run was)."""
+    empty = _NO_ARGUMENTS.get(call.fn)
+    if empty is None:
+        if len(_NO_ARGUMENTS) >= 1024:
+            _NO_ARGUMENTS.clear()
+        empty = _NO_ARGUMENTS[call.fn] = fingerprint({}, prefix=encode(call.fn) + b"\x00")
+    return call.args_fp == empty
+
+
+_NO_ARGUMENTS: dict[str, bytes] = {}
 
 
 def _acted_since(history: Sequence[CallRecord], call: Call, same: Sequence[CallRecord]) -> bool:
