@@ -139,7 +139,8 @@ def test_a_varied_failure_streak_warns_but_a_different_call_after_it_runs() -> N
 
 def test_certain_evidence_takes_on_loop_at_once() -> None:
     loop = Detection(layer="dedup", fn="f", message="m", pattern="p")
-    sure = Detection(layer="dedup", fn="f", message="m", pattern="p", certain=True)
+    sure = Detection(layer="dedup", fn="f", message="m", pattern="p", evidence="certain")
+    weak = Detection(layer="dedup", fn="f", message="m", pattern="p", evidence="weak")
     assert action_for(loop, ("kill",), lambda _: 0, early=1) == "warn"
     assert action_for(loop, ("kill",), lambda _: 1, early=1) == "kill"
     assert action_for(loop, ("kill",), lambda _: 0, early=1, told=lambda _: True) == "kill"
@@ -147,3 +148,5 @@ def test_certain_evidence_takes_on_loop_at_once() -> None:
     assert action_for(loop, ("warn", "skip", "kill"), lambda _: 1, early=1) == "warn"
     assert action_for(loop, ("warn", "skip", "kill"), lambda _: 2, early=1) == "skip"
     assert action_for(loop, ("kill",), lambda _: 0, early=0) == "kill"
+    assert action_for(weak, ("kill",), lambda _: 5, early=1, told=lambda _: True) == "warn"
+    assert action_for(weak, ("kill",), lambda _: 0, early=0) == "kill"  # 0: no grading at all

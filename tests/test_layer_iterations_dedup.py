@@ -164,7 +164,7 @@ def test_dedup_warns_early_when_an_early_warning_is_set() -> None:
         for _ in range(5):
             search("q")
     assert [(d.call_index, d.kind, d.action) for d in found] == [
-        (3, "warning", "warn"), (4, "warning", "warn"), (5, "loop", "kill")
+        (3, "warning", "warn"), (4, "loop", "warn"), (5, "loop", "kill")
     ]
 
 
@@ -368,8 +368,8 @@ def test_custom_layer_written_against_the_protocol_runs() -> None:
 
         def check(self, run: RunView, call: Call) -> Detection | None:
             if call.fn.startswith("delete") and run.errors:
-                # certain: on_loop applies at once (else the first detection is a warning)
-                return Detection(layer=self.name, fn=call.fn, certain=True,
+                # certain evidence: on_loop applies at once (else it warns first)
+                return Detection(layer=self.name, fn=call.fn, evidence="certain",
                                  message="Do not delete after an error.")
             return None
 

@@ -167,7 +167,9 @@ def test_the_same_action_failing_again_is_a_repeat_however_the_message_drifts() 
             except RuntimeError:
                 pass
     # One failure back to back: warned at the 3rd and 4th attempts, a loop at the 5th.
-    assert [(d.call_index, d.kind) for d in found] == [(3, "warning"), (4, "warning"), (5, "loop")]
+    assert [(d.call_index, d.evidence, d.action) for d in found] == [
+        (3, "weak", "warn"), (4, "weak", "warn"), (5, "certain", "kill")
+    ]
 
 
 def test_failures_are_fingerprinted_by_what_failed_with_drifting_parts_masked() -> None:

@@ -39,7 +39,7 @@ def decide(
 
     A ``"limit"`` detection kills; a ``"warning"`` warns; a ``"loop"`` is warned ``early`` times
     and then takes the ladder's step for the number of times its pattern was detected before
-    (``hits``), at once when its evidence is ``certain``. The most severe action wins.
+    (``hits``), at once when its ``evidence`` is certain. The most severe action wins.
     In observe mode each detection keeps the action it would have taken and the call goes ahead.
     A layer that raises is left out of this decision and reported to ``on_error``: one faulty
     layer never switches the others off.
@@ -118,7 +118,8 @@ def action_for(
     Evidence grades the response: a loop's first ``early`` detections warn (the warning reaches
     the model), and the ladder starts when the pattern persists after them, or after the model
     was told otherwise (``told`` of its pattern: warned about it, or about anything a short
-    while ago); a ``certain`` loop starts the ladder at once, where it stands. A ladder's last
+    while ago); a certain loop starts the ladder at once, where it stands, and a weak one only
+    warns (``early`` of 0: every loop takes the ladder at once). A ladder's last
     step repeats, except a final ``"skip"``: once a pattern was skipped ``SKIPS_BEFORE_KILL``
     times at that step, its next detection kills.
     """
@@ -129,7 +130,10 @@ def action_for(
     key = pattern_key(detection)
     step = hits(key)
     if early:
-        if step < early and not detection.certain and not (told is not None and told(key)):
+        evidence = detection.evidence
+        if evidence == "weak":
+            return "warn"
+        if evidence != "certain" and step < early and not (told is not None and told(key)):
             return "warn"
         step = max(0, step - early)
     last = len(ladder) - 1

@@ -29,7 +29,7 @@ from typing import Any, ClassVar
 
 from fuzeguard._private.fingerprint import encode, fingerprint
 from fuzeguard._private.layer import Feature, LayerSettings, RunView, setting
-from fuzeguard._private.records import Call, CallRecord, Detection, Kind
+from fuzeguard._private.records import Call, CallRecord, Detection, Evidence, Kind
 from fuzeguard.layers._evidence import (
     ACTING,
     FAILED,
@@ -236,35 +236,34 @@ class Dedup(LayerSettings):
             if n > best:
                 best_key, best = key, n
         count = best + unknown + 1
-        certain = False
+        evidence: Evidence = "normal"
         if count > threshold:
             kind: Kind = "loop"
             if best_key == WRITTEN and side_effect(call):
-                certain = True  # the same write, succeeded, sent again: a duplicated side effect
+                evidence = "certain"  # the same write, succeeded, sent again: a duplicated effect
             elif _answer_of_others(run.history, call, best_key):
-                certain = True
+                evidence = "certain"
             elif _back_to_back(run.history, call.args_fp, best_key) + 1 >= count:
                 # Every occurrence back to back: a few re-runs are often followed by a change
                 # of approach; past the streak threshold, the run will not get out by itself.
-                certain = count >= self.streak_threshold
-                kind = "loop" if certain else "warning"
+                evidence = "certain" if count >= self.streak_threshold else "weak"
             elif call.kind == "model" or _asks_nothing(call):
                 # A call that asks nothing in particular (``list_files()``, the date, a model's
                 # text recorded as a call) revisited among other work is bookkeeping: equal
                 # answers among other calls do not make a loop. A streak of them does (above).
-                kind = "warning"
+                evidence = "weak"
             elif _acted_since(run.history, call, same):
                 # Re-run after a command that may have changed what no write detection sees (a
                 # re-test after a script that applies a fix): "no write seen" is no proof that
-                # nothing changed. Tell the model; it is not a loop on that evidence.
-                kind = "warning"
+                # nothing changed.
+                evidence = "weak"
         elif warn and count == warn:
             kind = "warning"
         elif count == 2 and best_key == WRITTEN and side_effect(call):
             return self._detection(call, count, threshold, "warning", best_key)
         else:
             return None
-        return self._detection(call, count, threshold, kind, best_key, certain=certain)
+        return self._detection(call, count, threshold, kind, best_key, evidence=evidence)
 
     def _attempts(self, run: RunView, call: Call) -> Detection | None:
         """One action failing again and again: the latest calls of this function since the last
@@ -312,7 +311,7 @@ class Dedup(LayerSettings):
             # it may be the way out (a plain read after failing test runs). Tell the model.
             return Detection(
                 layer=self.name, fn=fn, count=len(failed) + 1, threshold=threshold,
-                kind="warning", pattern=(fn, "alike"),
+                evidence="weak", pattern=(fn, "alike"),
                 message=(
                     f"`{fn}` failed {len(failed)} times in a row with the same error, whatever "
                     "the arguments. Read the error and fix its cause before trying again."
@@ -360,13 +359,16 @@ class Dedup(LayerSettings):
             kind = "warning"
         else:
             return None
-        # Plain Fuze counting (result_aware = false) acts as Fuze does: at once.
+        # Plain Fuze counting (result_aware = false) acts as Fuze does: at once; so do identical
+        # calls all still running (one batch of duplicates: no warning can reach the model
+        # before they end, and no outcome can excuse them).
+        certain = not self.result_aware or all(record.in_flight for record in streak)
         return self._detection(call, count, threshold, kind, streak_key if all_same else None,
-                               certain=kind == "loop" and not self.result_aware)
+                               evidence="certain" if certain else "normal")
 
     def _detection(
         self, call: Call, count: int, threshold: int, kind: Kind, key: object,
-        alike: bool = False, certain: bool = False,
+        alike: bool = False, evidence: Evidence = "normal",
     ) -> Detection:
         return Detection(
             layer=self.name,
@@ -374,9 +376,9 @@ class Dedup(LayerSettings):
             count=count,
             threshold=threshold,
             kind=kind,
-            certain=certain,
+            evidence=evidence,
             pattern=(call.fn, "alike") if alike else call.args_fp,
-            message=_message(call, count, kind, key, alike),
+            message=_message(call, count, "warning" if evidence == "weak" else kind, key, alike),
         )
 
 
