@@ -32,7 +32,7 @@ def _report(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
 @pytest.mark.parametrize(
     ("trace", "golden", "config"),
     [("stuck_search", "report_dedup", "examples/traces/live.toml"),
-     # Without dedup (which stops the ping-pong first), the cycle layer stops it.
+     # Without dedup (which stops the ping-pong under live.toml), the cycle layer stops it.
      ("ping_pong", "report_cycle", "tests/golden/cycle.toml"),
      ("spending", "report_limit", "examples/traces/live.toml")],
 )
