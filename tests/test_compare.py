@@ -32,8 +32,8 @@ def test_compare_shows_each_trace_under_both_configs_and_the_difference(
                          for t in ("ping_pong", "polling", "spending", "stuck_search")}
     spending = rows["examples/traces/spending.jsonl"]
     assert "killed at call 10 by limits" in spending
-    assert "killed at call 8 by cost_velocity" in spending
-    assert spending.endswith("B stops it 2 calls earlier")
+    assert "killed at call 9 by cost_velocity" in spending
+    assert spending.endswith("B stops it 1 call earlier")
     assert rows["examples/traces/polling.jsonl"].split()[1:] == [
         "nothing", "fires", "nothing", "fires", "same"]
     assert "1 of 4 traces differ." in out
@@ -55,7 +55,7 @@ def test_compare_agrees_with_replaying_under_each_config(
         for trace, result in found.items():
             first = result[side]["first_kill"]
             assert (first["call"] if first else None) == kills.get(trace)
-    assert found["examples/traces/stuck_search.jsonl"]["difference"] == "B stops it 2 calls earlier"
+    assert found["examples/traces/stuck_search.jsonl"]["difference"] == "B stops it 1 call earlier"
 
 
 @pytest.mark.parametrize(

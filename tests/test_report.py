@@ -32,7 +32,7 @@ def _report(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
 @pytest.mark.parametrize(
     ("trace", "golden", "config"),
     [("stuck_search", "report_dedup", "examples/traces/live.toml"),
-     # Without dedup (which stops the ping-pong first), the cycle layer stops it.
+     # Without dedup (which stops the ping-pong under live.toml), the cycle layer stops it.
      ("ping_pong", "report_cycle", "tests/golden/cycle.toml"),
      ("spending", "report_limit", "examples/traces/live.toml")],
 )
@@ -49,10 +49,10 @@ def test_report_names_the_layer_the_evidence_and_the_lines_that_change_the_outco
 ) -> None:
     out = _report(capsys, monkeypatch, "examples/traces/stuck_search.jsonl", "--config",
                   "examples/traces/live.toml")
-    assert 'Run "stuck_search" was stopped at call 5 by dedup' in out
-    assert out.count("web_search(query='cheapest flight to the moon')") == 5
+    assert 'Run "stuck_search" was stopped at call 6 by dedup' in out
+    assert out.count("web_search(query='cheapest flight to the moon')") == 6
     assert "same as call 1" in out
-    assert "repeat_threshold = 5" in out and 'exempt_from = ["dedup"]' in out
+    assert "repeat_threshold = 6" in out and 'exempt_from = ["dedup"]' in out
 
 
 def test_a_suggested_threshold_really_lets_the_recorded_run_through(
@@ -60,10 +60,10 @@ def test_a_suggested_threshold_really_lets_the_recorded_run_through(
 ) -> None:
     out = _report(capsys, monkeypatch, "examples/traces/stuck_search.jsonl", "--config",
                   "examples/traces/live.toml")
-    assert "repeat_threshold = 5" in out
+    assert "repeat_threshold = 6" in out
     candidate = tmp_path / "candidate.toml"
     candidate.write_text((TRACES / "live.toml").read_text(encoding="utf-8")
-                         + "\n[functions.web_search]\nrepeat_threshold = 5\n", encoding="utf-8")
+                         + "\n[functions.web_search]\nrepeat_threshold = 6\n", encoding="utf-8")
     again = _report(capsys, monkeypatch, "examples/traces/stuck_search.jsonl", "--config",
                     str(candidate))
     assert "was not stopped" in again
@@ -89,7 +89,7 @@ def test_live_run_report_previews_the_repeated_call_with_secrets_redacted() -> N
                 web_search("best laptop 2026", api_key="sk-live-0123456789abcdefghij")
         text = str(caught.value.report())
         assert text == str(run.report())
-    assert 'Run "ticket-4711" was stopped at call 5 by dedup' in text
+    assert 'Run "ticket-4711" was stopped at call 6 by dedup' in text  # warned at 3 and 4
     assert "web_search(query='best laptop 2026', api_key='[redacted]')" in text
     assert "sk-live" not in text
     assert "not run: answered by the guard" in text
@@ -107,7 +107,7 @@ def test_live_report_counts_the_cost_the_skipped_calls_saved() -> None:
         for _ in range(10):
             ask("why?")
     report = run.report()
-    assert report.calls == 3 and report.cost == 1.5
+    assert report.calls == 4 and report.cost == 2.0  # warned at 3 and 4, skipped at 5, killed at 6
     assert report.skipped == 1 and report.saved_cost == 0.5
     assert "answered by the guard (cost 0.5)" in report.text()
 
@@ -223,7 +223,7 @@ def test_html_report_escapes_everything_recorded(
     assert "<script" not in text and "<img" not in text
     found = _Marks()
     found.feed(text)
-    assert len(found.marks) == 3  # killed by dedup at the 3rd identical call under the defaults
+    assert len(found.marks) == 5  # killed by dedup at the 5th identical call under the defaults
     assert found.scripts == 0 and found.links == 0
 
 
@@ -243,7 +243,7 @@ def test_the_picture_in_docs_stopped_md_is_what_the_script_draws() -> None:
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
     drawn = script.picture()
-    assert drawn.count('class="call"') == 9  # the nine calls of ping_pong.jsonl
+    assert drawn.count('class="call"') == 11  # the eleven calls of ping_pong.jsonl
     assert script.PICTURE.read_text(encoding="utf-8") == drawn, (
         "docs/images/stop-timeline.svg is stale: run python scripts/gen_report_docs.py"
     )
@@ -260,7 +260,7 @@ def test_a_live_runs_report_draws_one_mark_per_call_it_holds() -> None:
             fetch("https://example.com/b")
     found = _Marks()
     found.feed(run.report().html())
-    assert [m["data-index"] for m in found.marks] == [str(i) for i in range(1, 7)]
+    assert [m["data-index"] for m in found.marks] == [str(i) for i in range(1, 8)]
     assert [m["data-action"] for m in found.marks][-3:] == ["warn", "skip", "kill"]
 
 
@@ -268,12 +268,13 @@ def test_a_trace_report_keeps_only_the_lines_a_replay_shows_would_change_the_out
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     config = tmp_path / "strict.toml"
-    config.write_text("[defaults]\nmax_iterations = 2\n", encoding="utf-8")
+    config.write_text("[defaults]\nmax_iterations = 4\n", encoding="utf-8")
     out = _report(capsys, monkeypatch, "examples/traces/stuck_search.jsonl", "--config",
                   str(config))
-    # iterations and dedup both end the run at call 3: neither a higher cap nor an exemption
-    # from iterations alone changes that, so neither is offered; warning first does.
-    assert "stopped at call 3 by iterations" in out
+    # iterations (a cap you set) and dedup (the 5th identical call in a row) both end the run at
+    # call 5: neither a higher cap nor an exemption from iterations alone changes that, so
+    # neither is offered; warning first does.
+    assert "stopped at call 5 by iterations" in out
     assert "each checked by replaying the trace with it alone" in out
     assert "max_iterations =" not in out and "exempt_from" not in out
     assert 'on_loop = ["warn", "skip", "kill"]' in out
