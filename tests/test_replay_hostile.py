@@ -287,7 +287,8 @@ def test_fuze_replay_reads_a_fifo(tmp_path: Path, capsys: pytest.CaptureFixture[
     """A named pipe (``<(zcat old.jsonl.gz)``) is a trace like a file (before: "no such file")."""
     fifo = tmp_path / "trace.jsonl"
     os.mkfifo(fifo)
-    lines = "".join(json.dumps({"fn": "t", "args": {"q": 1}}) + "\n" for _ in range(4))
+    lines = "".join(json.dumps({"fn": "t", "args": {"q": 1}, "result": "r"}) + "\n"
+                    for _ in range(5))
 
     def feed() -> None:
         with open(fifo, "w") as f:
@@ -301,8 +302,9 @@ def test_fuze_replay_reads_a_fifo(tmp_path: Path, capsys: pytest.CaptureFixture[
     writer.join(timeout=10)
     out = capsys.readouterr().out
     assert status == 0
+    # Every line was read: warned at the 3rd and 4th identical call, killed at the 5th.
     assert [(d["call"], d["layer"], d["action"]) for d in map(json.loads, out.splitlines())] == [
-        (3, "dedup", "kill")
+        (3, "dedup", "warn"), (4, "dedup", "warn"), (5, "dedup", "kill")
     ]
 
 
