@@ -7,10 +7,13 @@ Every scenario runs through the default configuration (layers, ladder and early 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from scripted import Step, play, words
 
-from fuzeguard import Detection
-from fuzeguard._private.core import action_for
+from fuzeguard import Config, Detection
+from fuzeguard._private.core import early_warning
+from fuzeguard._private.replay import replay
 
 
 def bash(command: str, result: str = "", error: BaseException | None = None) -> Step:
@@ -137,16 +140,38 @@ def test_a_varied_failure_streak_warns_but_a_different_call_after_it_runs() -> N
     assert played.calls == len(steps)
 
 
-def test_certain_evidence_takes_on_loop_at_once() -> None:
+def test_evidence_decides_whether_a_loop_is_an_early_warning() -> None:
     loop = Detection(layer="dedup", fn="f", message="m", pattern="p")
     sure = Detection(layer="dedup", fn="f", message="m", pattern="p", evidence="certain")
     weak = Detection(layer="dedup", fn="f", message="m", pattern="p", evidence="weak")
-    assert action_for(loop, ("kill",), lambda _: 0, early=1) == "warn"
-    assert action_for(loop, ("kill",), lambda _: 1, early=1) == "kill"
-    assert action_for(loop, ("kill",), lambda _: 0, early=1, told=lambda _: True) == "kill"
-    assert action_for(sure, ("kill",), lambda _: 0, early=1) == "kill"
-    assert action_for(loop, ("warn", "skip", "kill"), lambda _: 1, early=1) == "warn"
-    assert action_for(loop, ("warn", "skip", "kill"), lambda _: 2, early=1) == "skip"
-    assert action_for(loop, ("kill",), lambda _: 0, early=0) == "kill"
-    assert action_for(weak, ("kill",), lambda _: 5, early=1, told=lambda _: True) == "warn"
-    assert action_for(weak, ("kill",), lambda _: 0, early=0) == "kill"  # 0: no grading at all
+    assert early_warning(loop, 1, lambda _: 0)
+    assert not early_warning(loop, 1, lambda _: 1)  # the model was told about it once
+    assert early_warning(loop, 2, lambda _: 1)
+    assert not early_warning(sure, 1, lambda _: 0)
+    assert early_warning(weak, 1, lambda _: 5)
+    assert not early_warning(weak, 0)  # early_warnings = 0: every loop takes on_loop at once
+    assert not early_warning(loop, 0)
+
+
+def test_early_warnings_do_not_use_up_the_ladder() -> None:
+    """A skip ladder answers a streak with its two skips after the early warnings, then kills."""
+    steps = [Step("search_docs", {"query": "retry policy"}, "No results found.")] * 9
+    played = play(steps, on_loop="skip")
+    assert [(d.call_index, d.action) for d in played.detections] == [
+        (3, "warn"), (4, "warn"), (5, "skip"), (6, "skip"), (7, "kill")
+    ]
+    assert [d.kind for d in played.detections][:2] == ["warning", "warning"]
+
+
+def test_a_trace_without_results_is_judged_no_more_harshly_than_the_live_run(
+    tmp_path: Path,
+) -> None:
+    lines = '{"fn": "search", "args": {"q": "x"}}\n' * 6
+    with_results = '{"fn": "search", "args": {"q": "x"}, "result": "r"}\n' * 6
+    actions = []
+    for text in (lines, with_results):
+        trace = tmp_path / "t.jsonl"
+        trace.write_text(text, encoding="utf-8")
+        [summary] = replay([str(trace)], Config())
+        actions.append([(d.call, d.detection.action) for d in summary.detections])
+    assert actions[0] == actions[1] == [(3, "warn"), (4, "warn"), (5, "kill")]

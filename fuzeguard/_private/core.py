@@ -31,15 +31,16 @@ def decide(
     hits: Callable[[Hashable], int],
     *,
     early: int = 0,
-    told: Callable[[Hashable], bool] | None = None,
+    told: Callable[[Hashable], int] | None = None,
     observe: bool = False,
     on_error: Callable[[Layer, Call, Exception], object] | None = None,
 ) -> Decision:
     """Run every layer on ``call`` and choose what to do.
 
-    A ``"limit"`` detection kills; a ``"warning"`` warns; a ``"loop"`` is warned ``early`` times
-    and then takes the ladder's step for the number of times its pattern was detected before
-    (``hits``), at once when its ``evidence`` is certain. The most severe action wins.
+    A ``"limit"`` detection kills; a ``"warning"`` warns; a ``"loop"`` the evidence does not yet
+    make one (``early_warning``) is answered as an early warning (its kind becomes
+    ``"warning"``), else takes the ladder's step for the number of times its pattern was acted
+    on as a loop before (``hits``). The most severe action wins.
     In observe mode each detection keeps the action it would have taken and the call goes ahead.
     A layer that raises is left out of this decision and reported to ``on_error``: one faulty
     layer never switches the others off.
@@ -65,11 +66,18 @@ def decide(
     best_action: str = "call"
     completed = []
     for detection in found:
-        action = action_for(detection, ladder, hits, early, told)
-        detection = dataclasses.replace(
-            detection, run_id=run.id, call_index=call.index, fn=detection.fn or call.fn,
-            action=action,
-        )
+        if early and early_warning(detection, early, told):
+            action: Action = "warn"
+            detection = dataclasses.replace(
+                detection, run_id=run.id, call_index=call.index, fn=detection.fn or call.fn,
+                kind="warning", action=action,
+            )
+        else:
+            action = action_for(detection, ladder, hits)
+            detection = dataclasses.replace(
+                detection, run_id=run.id, call_index=call.index, fn=detection.fn or call.fn,
+                action=action,
+            )
         completed.append(detection)
         if _SEVERITY[action] > _SEVERITY[best_action]:
             best, best_action = detection, action
@@ -106,36 +114,37 @@ def check_detection(layer: object, detection: object) -> None:
         ) from None
 
 
+def early_warning(
+    detection: Detection, early: int, told: Callable[[Hashable], int] | None = None
+) -> bool:
+    """Whether a loop is answered by an early warning rather than by ``on_loop``: evidence
+    grades the response (docs/layers.md). A weak loop always is (while ``early`` is above 0); a
+    certain one never; any other until the model was told ``early`` times about its pattern
+    (``told``: the warnings about it that reached the model, counted as ``early`` when it was
+    warned about anything a short while ago)."""
+    if detection.kind != "loop" or not early:
+        return False
+    evidence = detection.evidence
+    if evidence == "weak":
+        return True
+    if evidence == "certain":
+        return False
+    return told is None or told(pattern_key(detection)) < early
+
+
 def action_for(
-    detection: Detection,
-    ladder: Sequence[Action],
-    hits: Callable[[Hashable], int],
-    early: int = 0,
-    told: Callable[[Hashable], bool] | None = None,
+    detection: Detection, ladder: Sequence[Action], hits: Callable[[Hashable], int]
 ) -> Action:
     """The action one detection calls for, before observe mode is applied.
 
-    Evidence grades the response: a loop's first ``early`` detections warn (the warning reaches
-    the model), and the ladder starts when the pattern persists after them, or after the model
-    was told otherwise (``told`` of its pattern: warned about it, or about anything a short
-    while ago); a certain loop starts the ladder at once, where it stands, and a weak one only
-    warns (``early`` of 0: every loop takes the ladder at once). A ladder's last
-    step repeats, except a final ``"skip"``: once a pattern was skipped ``SKIPS_BEFORE_KILL``
-    times at that step, its next detection kills.
+    A ladder's last step repeats, except a final ``"skip"``: once a pattern was skipped
+    ``SKIPS_BEFORE_KILL`` times at that step, its next detection kills.
     """
     if detection.kind == "limit":
         return "kill"
     if detection.kind == "warning":
         return "warn"
-    key = pattern_key(detection)
-    step = hits(key)
-    if early:
-        evidence = detection.evidence
-        if evidence == "weak":
-            return "warn"
-        if evidence != "certain" and step < early and not (told is not None and told(key)):
-            return "warn"
-        step = max(0, step - early)
+    step = hits(pattern_key(detection))
     last = len(ladder) - 1
     if step < last:
         return ladder[step]

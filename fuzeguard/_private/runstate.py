@@ -108,10 +108,11 @@ class RunState:
         self._bars: dict[Hashable, tuple[int, int]] = {}
         self._hits: dict[Hashable, int] = {}
         # The call and turn at which the model was last warned (a warning reached it), or 0;
-        # the patterns it was warned about (most recently warned last).
+        # for each pattern it was warned about (most recently warned last), the warnings given
+        # (once per turn at most) and the turn of the latest.
         self._told_at = 0
         self._told_turn = 0
-        self._warned: dict[Hashable, None] = {}
+        self._warned: dict[Hashable, tuple[int, int]] = {}
         # Once turns are marked (``end_turn``), the turn in which each pattern last stepped its
         # ladder: the ladder steps once per model turn, so a batch of identical parallel calls
         # the model sent at once is one step, not one per call.
@@ -401,17 +402,24 @@ class RunState:
             decision = self._under_bar(decision)
         return decision
 
-    def _told(self, call: Call, plan: Plan) -> Callable[[Hashable], bool]:
-        """Whether the model was told before a loop of a pattern detected now: it was warned
-        about that very pattern (an early warning of the layer that found it), or about anything
-        a short while ago, in an earlier turn. Such a loop persists after the model was told."""
+    def _told(self, call: Call, plan: Plan) -> Callable[[Hashable], int]:
+        """How often the model was told about a pattern before a loop of it detected now: the
+        warnings about it that reached the model (given in an earlier turn), or as many as it
+        takes when it was warned about anything a short while ago, in an earlier turn. A loop the
+        model was told about persists after the model was told."""
         told = self._told_at
-        recently = bool(told) and call.index - told <= plan.settings.persist_window and not (
-            self._turns_marked and self._told_turn == self._turn
-        )
-        if recently:
-            return _ALWAYS
-        return self._warned.__contains__
+        marked = self._turns_marked
+        turn = self._turn
+        if (told and call.index - told <= plan.settings.persist_window
+                and not (marked and self._told_turn == turn)):
+            return _TOLD
+        warned = self._warned
+
+        def times(key: Hashable) -> int:
+            count, last = warned.get(key, (0, 0))
+            return count - 1 if count and marked and last == turn else count
+
+        return times
 
     def _count_flag(self, decision: Decision) -> None:
         if not decision.detections:
@@ -434,12 +442,15 @@ class RunState:
 
     def _note(self, decision: Decision) -> None:
         if decision.action == "warn":
-            self._told_at, self._told_turn = decision.index, self._turn
+            turn = self._turn
+            self._told_at, self._told_turn = decision.index, turn
             warned = self._warned
             for detection in decision.detections:
-                if detection.action == "warn":
+                if detection.kind == "warning":
                     key = pattern_key(detection)
-                    warned[key] = warned.pop(key, None)
+                    count, last = warned.pop(key, (0, 0))
+                    warned[key] = (count if last == turn and self._turns_marked else count + 1,
+                                   turn)
                     if len(warned) > MAX_PATTERNS:
                         del warned[next(iter(warned))]
         for detection in decision.detections:
@@ -629,8 +640,8 @@ class RunState:
                 self._budget_reached()
 
 
-def _always(_: Hashable) -> bool:
-    return True
+def _told_enough(_: Hashable) -> int:
+    return 1 << 30
 
 
-_ALWAYS: Final = _always
+_TOLD: Final = _told_enough

@@ -229,7 +229,7 @@ class Dedup(LayerSettings):
             if not unknown:
                 return None  # nothing since the last change
             # No outcome known (a trace without results): only a sustained streak is evidence.
-            return self._counted(run, call, same)
+            return self._counted(run, call, same, unknown=True)
         best_key: Hashable = None
         best = 0
         for key, n in counts.items():
@@ -319,7 +319,9 @@ class Dedup(LayerSettings):
             )
         return None
 
-    def _counted(self, run: RunView, call: Call, same: Sequence[CallRecord]) -> Detection | None:
+    def _counted(
+        self, run: RunView, call: Call, same: Sequence[CallRecord], unknown: bool = False
+    ) -> Detection | None:
         """Identical calls counted in a window: polls (their streak of one answer, not separated
         by other work) and plain Fuze counting (``result_aware = false``)."""
         if call.kind == "poll":
@@ -362,9 +364,15 @@ class Dedup(LayerSettings):
         # Plain Fuze counting (result_aware = false) acts as Fuze does: at once; so do identical
         # calls all still running (one batch of duplicates: no warning can reach the model
         # before they end, and no outcome can excuse them).
-        certain = not self.result_aware or all(record.in_flight for record in streak)
+        evidence: Evidence = "normal"
+        if not self.result_aware or all(record.in_flight for record in streak):
+            evidence = "certain"
+        elif unknown:
+            # Outcomes unknown (``unknown``: a trace without results): graded as a streak of one
+            # outcome would be, never more harshly than the live run that wrote it.
+            evidence = "certain" if count >= self.streak_threshold else "weak"
         return self._detection(call, count, threshold, kind, streak_key if all_same else None,
-                               evidence="certain" if certain else "normal")
+                               evidence=evidence)
 
     def _detection(
         self, call: Call, count: int, threshold: int, kind: Kind, key: object,
