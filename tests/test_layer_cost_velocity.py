@@ -25,7 +25,7 @@ def test_worked_example_spend_above_threshold_with_one_new_answer_is_a_loop() ->
     warns; the seventh, still spending on the same answer, is killed."""
     answers = [SAME, SAME, words(1), SAME, SAME, SAME, SAME]
     played = play(llm_calls(answers, 0.12), layers=["cost_velocity"], cost_velocity_threshold=0.5)
-    assert played.at("cost_velocity", "loop") == [6, 7]
+    assert played.at("cost_velocity") == [6, 7]  # an early warning, then the loop
     assert [d.action for d in played.detections] == ["warn", "kill"]
     assert played.killed_at == 7
 
@@ -58,11 +58,11 @@ def test_cost_from_add_cost_and_from_the_cost_option_both_count() -> None:
     """Fuze layer 3: cost comes from cost= on the guard or fuzeguard.add_cost() in the call."""
     steps = [Step("ask_llm", {"prompt": f"v{i}"}, SAME) for i in range(7)]
     per_call = play(steps, layers=["cost_velocity"], cost_velocity_threshold=0.5, cost=0.2)
-    assert per_call.first("cost_velocity", "loop") == 6  # warned, then killed at the next call
+    assert per_call.first("cost_velocity") == 6  # warned, then killed at the next call
     assert per_call.killed_at == 7
     added = play(llm_calls([SAME] * 7, 0.2), layers=["cost_velocity"],
                  cost_velocity_threshold=0.5)
-    assert added.first("cost_velocity", "loop") == 6
+    assert added.first("cost_velocity") == 6
     assert added.killed_at == 7
 
 
@@ -99,7 +99,7 @@ def test_short_answers_that_say_nothing_new_are_spending_without_progress() -> N
     steps = [Step("ask_agent", {"prompt": f"Are you done yet? ({i})"}, "Still working on it.",
                   cost=2.0) for i in range(20)]
     played = play(steps, layers=["cost_velocity"], cost_velocity_threshold=5)
-    assert played.first("cost_velocity", "loop") == 6  # warned, then killed at the next call
+    assert played.first("cost_velocity") == 6  # warned, then killed at the next call
     assert played.killed_at == 7
 
 

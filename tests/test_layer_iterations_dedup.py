@@ -164,7 +164,7 @@ def test_dedup_warns_early_when_an_early_warning_is_set() -> None:
         for _ in range(5):
             search("q")
     assert [(d.call_index, d.kind, d.action) for d in found] == [
-        (3, "warning", "warn"), (4, "loop", "warn"), (5, "loop", "kill")
+        (3, "warning", "warn"), (4, "warning", "warn"), (5, "loop", "kill")
     ]
 
 
@@ -177,7 +177,7 @@ def test_dedup_warns_a_spread_repeat_first_by_default() -> None:
         for i in range(4):
             search("q")
             other(i)
-    assert [(d.call_index, d.kind, d.action) for d in found] == [(5, "loop", "warn"),
+    assert [(d.call_index, d.kind, d.action) for d in found] == [(5, "warning", "warn"),
                                                                  (7, "loop", "kill")]
 
 

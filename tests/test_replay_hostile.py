@@ -334,7 +334,7 @@ def test_a_trace_of_many_run_ids_replays_with_a_bounded_number_of_open_runs(
     assert summary.runs == 6
     assert [line for line, _ in _messages(summary)] == [4]
     assert "more than 3 runs open at once" in summary.problems[0].message
-    assert [(d.call, d.detection.kind) for d in summary.detections] == [(8, "loop")]
+    assert [(d.call, d.detection.kind) for d in summary.detections] == [(8, "warning")]
 
 
 ESCAPES = "\x1b[2J\x1b[32mall clear\x1b[0m\x1b]0;pwned\x07\x9b31m\u202eevil"

@@ -58,7 +58,7 @@ class Files:
 
 def played(calls: list[tuple[str, dict[str, Any]]]) -> tuple[int | None, list[int]]:
     """Play ``calls`` in one run: the 1-based index of the call that was stopped (or None), and
-    those of the calls whose loop detection was answered by a warning."""
+    those of the calls dedup answered by a warning."""
     tools = Files().tools()
     stopped = None
     with capture_detections() as found, fuzeguard.run():
@@ -70,7 +70,7 @@ def played(calls: list[tuple[str, dict[str, Any]]]) -> tuple[int | None, list[in
                 break
             except FileNotFoundError:
                 pass
-    return stopped, [d.call_index for d in found if d.kind == "loop" and d.action == "warn"]
+    return stopped, [d.call_index for d in found if d.kind == "warning" and d.layer == "dedup"]
 
 
 def stopped_at(calls: list[tuple[str, dict[str, Any]]]) -> int | None:
