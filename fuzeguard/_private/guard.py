@@ -402,8 +402,8 @@ def _wrap(g: Guard) -> Callable[..., Any]:
     elif kind == "async":
 
         async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-            if state.mode_override != "off" and current_run()._store is not None:
-                started = await g.adecide(args, kwargs)  # shared: the round trips are awaited
+            if state.mode_override != "off" and current_run()._awaits:
+                started = await g.adecide(args, kwargs)  # round trips or a person awaited
             else:
                 started = decide(args, kwargs)
             if started is None:

@@ -188,6 +188,8 @@ class Run(RunState):
             from fuzeguard._private.store import open_store
 
             self._store = open_store(self, url, parent)
+        # An async tool's decision awaits something: the store's round trips, or a person.
+        self._awaits = self._store is not None or ask is not None
         if self._standard:
             attach_standard(self)
 
@@ -524,12 +526,9 @@ class Run(RunState):
         if self._store is not None:
             call, decision = self._store.decide(self, plan, args_fp, arguments, kind)
             return self._decided(plan, call, decision)
-        with self._lock:
-            call, decision = self._judge(plan, args_fp, arguments, kind)
-            if decision is not _REFUSED and decision.action != "ask":
-                self._count(call, decision)
+        call, decision = self._judged(plan, args_fp, arguments, kind)
         if decision.action == "ask":
-            decision = self._ask(plan, call, decision, self._count)
+            decision = self._ask(call, decision, self._question(call, decision), self._count)
         elif (
             decision.action == "call" and not decision.detections and decision is not _REFUSED
             and not self._unlogged and not self._outbox and CallStarted not in self._subs
@@ -540,18 +539,35 @@ class Run(RunState):
     async def _adecide(
         self, plan: Plan, args_fp: bytes, arguments: Any
     ) -> tuple[Call, Decision]:
-        """``_decide`` for a coroutine tool of a run with a store: its round trips awaited."""
-        assert self._store is not None
-        call, decision = await self._store.adecide(self, plan, args_fp, arguments, None)
+        """``_decide`` for a coroutine tool of a run with a store (its round trips awaited) or
+        with an ``ask`` callback (the answer awaited off the event loop's thread)."""
+        if self._store is not None:
+            call, decision = await self._store.adecide(self, plan, args_fp, arguments, None)
+            return self._decided(plan, call, decision)
+        call, decision = self._judged(plan, args_fp, arguments, None)
+        if decision.action == "ask":
+            import asyncio  # already imported: the caller runs an event loop
+
+            reply = await asyncio.to_thread(self._question, call, decision)
+            decision = self._ask(call, decision, reply, self._count)
         return self._decided(plan, call, decision)
 
+    def _judged(
+        self, plan: Plan, args_fp: bytes, arguments: Any, kind: str | None
+    ) -> tuple[Call, Decision]:
+        """Judge a call of a run without a store and book it, unless it waits for ``ask``."""
+        with self._lock:
+            call, decision = self._judge(plan, args_fp, arguments, kind)
+            if decision is not _REFUSED and decision.action != "ask":
+                self._count(call, decision)
+        return call, decision
+
     def _ask(
-        self, plan: Plan, call: Call, decision: Decision,
+        self, call: Call, decision: Decision, reply: str,
         book: Callable[[Call, Decision], None],
     ) -> Decision:
-        """Put a decision that calls for ``ask`` to the run's ``ask`` callback, outside the
-        lock, then book the answered decision (``ask.py``)."""
-        reply = self._question(call, decision)
+        """Book a decision that called for ``ask`` with the ``ask`` callback's ``reply``,
+        given outside the lock (``ask.py``)."""
         with self._lock:
             if self._killed is not None:  # killed by another call while the question was open
                 return Decision("kill", call.index, self._killed, ())
@@ -604,7 +620,8 @@ class Run(RunState):
                 if decision.action != "ask":
                     self._count_flag(decision)
             if decision.action == "ask":
-                decision = self._ask(plan, call, decision, lambda _, d: self._count_flag(d))
+                decision = self._ask(call, decision, self._question(call, decision),
+                                     lambda _, d: self._count_flag(d))
         if decision.detections:
             self._announce(plan, call, decision)
         return decision
