@@ -220,3 +220,77 @@ def test_memory_stays_bounded_during_a_ten_thousand_call_outage(
         until(lambda: recovered(run))
     assert grown < 1_000_000
     assert counted(own_redis, "long-outage") == 10_001 == seen_by_a_newcomer(own_redis, "long-outage")
+
+
+@guard(name="failing_lookup")
+def failing_lookup(x: str) -> str:
+    raise KeyError(f"{x} not found")
+
+
+def repeated(run: fuzeguard.Run, times: int) -> list[str]:
+    """``failing_lookup("same")`` made ``times`` times in ``run``: what each did."""
+    out = []
+    for _ in range(times):
+        try:
+            run.bind(failing_lookup)("same")
+        except KeyError:
+            out.append("ran")
+        except LoopDetected:
+            out.append("refused")
+    return out
+
+
+def test_a_kill_made_during_an_outage_stands_after_others_moved_past_a_snapshot(
+    own_redis: RedisServer, proxy: Proxy
+) -> None:
+    """Third review e05: the process killed during an outage reloaded its copy from the
+    snapshot another process committed meanwhile and wrote its kill back without booking it:
+    Redis said killed, and the process that made the kill ran the loop again."""
+    with structlog.testing.capture_logs():
+        a = shared(proxy.url, "snapshotted")
+        a.bind(step)(-1)
+        proxy.down()
+        assert repeated(a, 3) == ["ran", "ran", "refused"]
+        with shared(own_redis.url, "snapshotted") as b:
+            for i in range(2 * redis_store.SNAPSHOT_EVERY):
+                b.bind(step)(i)
+        proxy.up()
+        until(lambda: recovered(a))
+        assert a.killed is not None
+        assert a.stats().calls == 3 + 2 * redis_store.SNAPSHOT_EVERY  # its own outage calls too
+        assert repeated(a, 1) == ["refused"]
+    assert own_redis.client().hget("fuzeguard:{snapshotted}:m", "killed") == b"1"
+
+
+def test_a_run_closed_during_an_outage_writes_its_calls_and_kill_back_once_redis_answers(
+    own_redis: RedisServer, proxy: Proxy
+) -> None:
+    """Third review e13: closing a shared run during an outage dropped what it did meanwhile
+    (its calls and kill) without a word, and the task retried elsewhere repeated the loop."""
+    with structlog.testing.capture_logs() as logs:
+        with shared(proxy.url, "closed-out", store_timeout=0.2) as a:
+            proxy.down()
+            assert repeated(a, 3) == ["ran", "ran", "refused"]
+        pending = [e for e in logs if e["event"] == "fuzeguard.store_backlog_pending"]
+        # Its two calls: written in the outage's sums, or sent with no answer (in doubt).
+        assert [(e["calls"] + e["in_doubt"], e["killed"]) for e in pending] == [(2, True)]
+        proxy.up()
+        with shared(own_redis.url, "closed-out") as retried:  # the task, tried again
+            assert repeated(retried, 1) == ["refused"]
+            assert retried.stats().calls == 2
+
+
+def test_a_write_back_never_made_is_logged_with_what_was_lost(
+    proxy: Proxy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fuzeguard._private.store import backlog
+
+    monkeypatch.setattr(backlog, "RETRY_EVERY", 0.01)
+    with structlog.testing.capture_logs() as logs:
+        with shared(proxy.url, "never-back", store_timeout=0.2, store_ttl=0.05) as a:
+            proxy.down()
+            repeated(a, 3)
+        until(lambda: any(e["event"] == "fuzeguard.store_backlog_lost" for e in logs))
+    lost = [e for e in logs if e["event"] == "fuzeguard.store_backlog_lost"]
+    assert [(e["log_level"], e["calls"] + e["in_doubt"], e["killed"]) for e in lost] == [
+        ("error", 2, True)]
