@@ -221,10 +221,11 @@ return {created, seq, v[2], v[3], mine, snapseq, v[5] or false, fromsnap, v[6], 
 
 # KEYS: m, e. ARGV: 1 ttl (ms), 2 max events, 3 the writer, 4 its epoch, 5 the write-back's id,
 # 6 its sums (``Tally.sums``), 7 the kill ("" none), 8 the latest records ("" none), 9 the seq
-# the writer's copy is at, 10 the number of this event, 11 "1" to return the written event too.
+# the writer's copy is at, 10 the number of this event, 11 "1" to return the written event too,
+# 12 the detections a person let go on ("" none).
 # Appends, as one ``o`` event, the part of the sums not appended under this id before (the
-# kill and the records only the first time), and keeps the sums under the id: written twice,
-# it counts once. Returns {status, seq, events after the writer's seq}.
+# kill, the records and the bars only the first time), and keeps the sums under the id: written
+# twice, it counts once. Returns {status, seq, events after the writer's seq}.
 _MERGE = _MISSED + """
 local m, e = KEYS[1], KEYS[2]
 local v = redis.call('HMGET', m, 'seq', 'epoch', 'o:' .. ARGV[5])
@@ -260,6 +261,7 @@ if has then ev.fns = fns; any = true end
 new.killed = old.killed
 if ARGV[7] ~= '' and not old.killed then ev.kill = ARGV[7]; new.killed = true; any = true end
 if ARGV[8] ~= '' and not v[3] then ev.records = ARGV[8]; any = true end
+if ARGV[12] ~= '' and not v[3] then ev.bars = ARGV[12]; any = true end
 local expected, before = tonumber(ARGV[9]), seq
 if any then
   seq = redis.call('HINCRBY', m, 'seq', 1)
@@ -583,7 +585,11 @@ class RedisStore:
             yield from self._owe(run)
             return True
         lost = bool(self.epoch) and not ended
-        kill = codec.detection_out(run._killed) if lost and run._killed is not None else None
+        # Never loaded before: the run was opened while Redis was out of reach, and what this
+        # process did meanwhile is written back as after a loss.
+        unseen = not self.epoch
+        kill = (codec.detection_out(run._killed) if (lost or unseen) and run._killed is not None
+                else None)
         if lost:
             emit("warning", "fuzeguard.store_lost_run", run_id=run.id, run_name=run.name,
                  message="the run's state was gone from the store (expired, or the server "
@@ -602,7 +608,7 @@ class RedisStore:
         self._rebuild(run, snap, fromsnap, calls, cost, events.local_start(float(start)))
         self.seq = int(seq)
         self.owed = None
-        if lost and (not self.own.empty() or kill is not None):
+        if (lost or unseen) and (not self.own.empty() or kill is not None):
             self.owed = (f"{self.worker}:{epoch}", kill)
         yield from self._owe(run)
         return True
@@ -704,7 +710,7 @@ class RedisStore:
             self.ttl_ms, MAX_EVENTS, self.worker, self.epoch, number, tally.sums(),
             "" if kill is None else codec.dumps(kill),
             codec.dumps(list(tally.records)) if tally.records else "", self.seq, self._next(),
-            "1" if mine else "0",
+            "1" if mine else "0", codec.dumps(tally.bars) if tally.bars else "",
         ])
         status, seq, missed = reply[0], int(reply[1]), reply[2]
         if status != COMMITTED:
