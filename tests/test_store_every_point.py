@@ -27,6 +27,7 @@ import pytest
 import redis
 import structlog
 from redis_server import RedisServer
+from store_digest import assert_copies_agree, bars, digest
 
 import fuzeguard
 from fuzeguard import Config, LoopDetected, guard
@@ -35,7 +36,9 @@ from fuzeguard._private.store import redis as redis_store
 
 SNAPSHOT_EVERY = 4  # small, so that the scenario commits snapshots and trims the log
 CHILDREN = 3
-SETTINGS: dict[str, Any] = {"max_calls": 500, "max_cost": 500.0}
+# store_timeout: only the cut makes a round trip fail (a forked child's first one, under a loaded
+# machine's scheduling, can take longer than the default 50 ms).
+SETTINGS: dict[str, Any] = {"max_calls": 500, "max_cost": 500.0, "store_timeout": 5.0}
 
 
 @guard(name="a_read", layers=["dedup", "limits"], cost=0.5)
@@ -174,38 +177,6 @@ def scenario(a: fuzeguard.Run, b: fuzeguard.Run, forked: bool) -> list[str]:
     return out
 
 
-def digest(run: fuzeguard.Run) -> dict[str, Any]:
-    killed = run.killed
-    # A kill made out of reach of Redis is numbered by its process's own count of calls then:
-    # the index is left out.
-    return {"killed": None if killed is None else (killed.layer, killed.fn, killed.kind),
-            "calls": run._calls, "cost": round(run._cost, 9), "errors": run._errors,
-            "calls_by_fn": dict(run._calls_by_fn), "ask bars": dict(run._bars)}
-
-
-def bars(state: dict[str, Any]) -> list[Any]:
-    """The raised bars without their patterns' fingerprints, which each run keys its own way."""
-    return sorted((pattern[0], bar) for pattern, bar in state["ask bars"].items())
-
-
-def fresh_load(server: RedisServer, name: str) -> fuzeguard.Run:
-    """The run as Redis holds it, loaded by a process that joins now (opening it writes back
-    what a run of that name closed in this process during an outage still owes)."""
-    with fuzeguard.run(name, store=server.url, config=Config(), ask=lambda q: "continue",
-                       **SETTINGS) as fresh:
-        fresh.stats()
-    return fresh
-
-
-def assert_copies_agree(server: RedisServer, name: str, *runs: fuzeguard.Run) -> dict[str, Any]:
-    """The state digest: each process's copy, brought up to date, equals a fresh load."""
-    fresh = digest(fresh_load(server, name))
-    for run in runs:
-        run.stats()
-        assert digest(run) == fresh, f"{run!r} differs from Redis"
-    return fresh
-
-
 def reference() -> tuple[list[str], dict[str, Any]]:
     """The scenario in one process: each call's outcome and the run's end state."""
     with structlog.testing.capture_logs():
@@ -227,7 +198,7 @@ def test_the_scenario_without_a_fault_matches_one_process(redis_server: RedisSer
     a, b = shared_pair(redis_server, "no-fault")
     with structlog.testing.capture_logs():
         assert scenario(a, b, forked=True) == expected
-        agreed = assert_copies_agree(redis_server, "no-fault", a, b)
+        agreed = assert_copies_agree(redis_server.url, "no-fault", a, b, **SETTINGS)
     assert (agreed["calls"], agreed["cost"], agreed["calls_by_fn"]) == (
         end["calls"], end["cost"], end["calls_by_fn"])
     assert bars(agreed) == bars(end) and agreed["killed"] is not None
@@ -267,7 +238,7 @@ def test_a_cut_at_every_round_trip_changes_no_outcome_and_every_copy_agrees_with
         with structlog.testing.capture_logs():
             got = scenario(a, b, forked=True)
             injector.heal()
-            agreed = assert_copies_agree(redis_server, name, a, b)
+            agreed = assert_copies_agree(redis_server.url, name, a, b, **SETTINGS)
         where = f"cut at round trip {at} of {total}"
         assert got == expected, where
         assert agreed["killed"] == end["killed"], where

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 import structlog
 from redis_server import RedisServer
+from store_digest import assert_copies_agree
 from store_worker import ask, fetch, letters  # the same tools the worker processes call
 
 import fuzeguard
@@ -454,6 +455,7 @@ def test_calls_go_on_while_redis_is_down_and_are_counted_when_it_is_back(
             fetch(15)
             other = shared(own_redis, "outage")
             assert other.stats().calls == 16
+            assert_copies_agree(own_redis.url, "outage", run, other)
     assert _logged(logs, "fuzeguard.store_unavailable") == 1
 
 
@@ -473,6 +475,7 @@ def test_changes_made_during_an_outage_are_written_when_redis_is_back(
         time.sleep(0.06)
         fetch(6)
         assert other.stats().calls == 7 == run.stats().calls
+        assert_copies_agree(own_redis.url, "backlog", run, other)
 
 
 def test_a_paused_redis_costs_a_call_no_more_than_the_time_budget(
@@ -493,13 +496,14 @@ def test_a_paused_redis_costs_a_call_no_more_than_the_time_budget(
         fetch(4)
         # The commit that timed out reached Redis when it resumed: it is not counted twice.
         assert shared(own_redis, "paused").stats().calls == 5 == run.stats().calls
+        assert_copies_agree(own_redis.url, "paused", run)
 
 
 def test_fail_closed_refuses_calls_while_redis_is_down(
     own_redis: RedisServer, quick_retry: None
 ) -> None:
     careful = guard(fetch.__wrapped__, name="careful", fail_closed=True, max_iterations=10**9)
-    with shared(own_redis, "closed-fail"):
+    with shared(own_redis, "closed-fail") as run:
         careful(0)
         own_redis.stop()
         with pytest.raises(StoreUnavailable):
@@ -507,13 +511,14 @@ def test_fail_closed_refuses_calls_while_redis_is_down(
         own_redis.start()
         time.sleep(0.06)
         assert careful(2) == f"page {letters(2)}"
+        assert_copies_agree(own_redis.url, "closed-fail", run)
 
 
 def test_the_outage_is_logged_once_and_the_recovery_once(
     own_redis: RedisServer, quick_retry: None
 ) -> None:
     with structlog.testing.capture_logs() as logs:
-        with shared(own_redis, "logged"):
+        with shared(own_redis, "logged") as run:
             fetch(0)
             own_redis.stop()
             for i in range(1, 20):
@@ -522,6 +527,7 @@ def test_the_outage_is_logged_once_and_the_recovery_once(
             own_redis.start()
             time.sleep(0.06)
             fetch(20)
+            assert_copies_agree(own_redis.url, "logged", run)
     assert _logged(logs, "fuzeguard.store_unavailable") == 1
     assert _logged(logs, "fuzeguard.store_recovered") == 1
 
