@@ -7,6 +7,7 @@ import asyncio
 import concurrent.futures
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 import structlog
@@ -251,3 +252,34 @@ def test_a_dismissed_async_answer_is_a_kill_not_a_cancelled_error() -> None:
     assert run.killed is not None
     unanswered = [e for e in logs if e["event"] == "fuzeguard.ask_unanswered"]
     assert "CancelledError" in unanswered[0]["error"]
+
+
+def test_an_async_generator_tool_awaits_the_answer_off_the_event_loop() -> None:
+    """The ``ask`` action from an async generator (a streamed tool) never blocks the event loop
+    either: the person answers through the loop's other task."""
+
+    @guard(on_loop=["ask", "kill"])
+    async def stream(url: str) -> Any:
+        yield "page"
+
+    async def main() -> tuple[list[list[str]], int]:
+        loop = asyncio.get_running_loop()
+        answers: asyncio.Queue[str] = asyncio.Queue()
+
+        def ask(question: Question) -> str:
+            return asyncio.run_coroutine_threadsafe(answers.get(), loop).result(timeout=10)
+
+        async def person() -> None:
+            await asyncio.sleep(0)
+            await answers.put("continue")
+
+        async with fuzeguard.run("t", ask=ask, ask_timeout=10) as run:
+            got = [await _collect(stream("u")), await _collect(stream("u"))]
+            third, _ = await asyncio.gather(_collect(stream("u")), person())
+            return [*got, third], run.stats().calls
+
+    assert asyncio.run(main()) == ([["page"]] * 3, 3)
+
+
+async def _collect(chunks: Any) -> list[Any]:
+    return [c async for c in chunks]
