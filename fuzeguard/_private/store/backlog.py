@@ -20,7 +20,7 @@ import atexit
 import os
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from fuzeguard._private.forksafe import new_lock
 from fuzeguard._private.log import emit
@@ -51,6 +51,11 @@ def keep(store: RedisStore, run: Run) -> None:
             _worker = threading.Thread(target=_retry_forever, name="fuzeguard-backlog",
                                        daemon=True)
             _worker.start()
+
+
+def owed(keys: list[str]) -> bool:
+    """Whether a closed run stored under ``keys`` owes a write-back."""
+    return bool(_owing) and any(entry[0].keys == keys for entry in list(_owing))
 
 
 def settle(keys: list[str]) -> None:
@@ -110,8 +115,3 @@ def _after_fork() -> None:
 
 os.register_at_fork(after_in_child=_after_fork)
 
-
-def owing() -> list[Any]:
-    """The runs that owe a write-back now (for tests and ``stats``)."""
-    with _lock:
-        return [run for _s, run, _t in _owing]

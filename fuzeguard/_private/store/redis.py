@@ -820,7 +820,8 @@ class RedisStore:
             self._drive(self._reachable(run))
 
     async def aopen(self, run: Run) -> None:
-        await asyncio.to_thread(backlog.settle, self.keys)
+        if backlog.owed(self.keys):
+            await asyncio.to_thread(backlog.settle, self.keys)
         await self._adrive(run, self._reachable(run))
 
     def decide(
