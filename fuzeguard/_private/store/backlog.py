@@ -4,7 +4,7 @@ A process that closes a shared run while Redis is out of reach holds what it did
 calls, cost and a kill) and nothing else will write it: the ``with`` block is over. Such a run
 is kept here and written back as soon as Redis answers again:
 
-- by one helper thread that tries again every ``RETRY_EVERY`` seconds;
+- by one helper thread that tries again at once, then every ``RETRY_EVERY`` seconds;
 - at once, before anything else, by a run of the same name opened in this process (the task
   retried here must not repeat the loop the closed run was killed for);
 - one last time when the interpreter exits.
@@ -35,6 +35,7 @@ RETRY_EVERY = 1.0  # seconds between the helper thread's tries
 _owing: list[tuple[RedisStore, Run, float]] = []
 _lock = new_lock()
 _worker: threading.Thread | None = None
+_wake = threading.Event()  # set when a run is kept: the helper thread tries at once
 
 
 def keep(store: RedisStore, run: Run) -> None:
@@ -47,10 +48,11 @@ def keep(store: RedisStore, run: Run) -> None:
     with _lock:
         if all(s is not store for s, _r, _t in _owing):
             _owing.append((store, run, time.monotonic() + store.ttl_ms / 1000))
-        if _worker is None or not _worker.is_alive():
+        if _worker is None:
             _worker = threading.Thread(target=_retry_forever, name="fuzeguard-backlog",
                                        daemon=True)
             _worker.start()
+    _wake.set()
 
 
 def owed(keys: list[str]) -> bool:
@@ -68,12 +70,16 @@ def settle(keys: list[str]) -> None:
 
 
 def _retry_forever() -> None:
+    global _worker
     while True:
-        time.sleep(RETRY_EVERY)
+        _wake.wait(RETRY_EVERY)
+        _wake.clear()
         with _lock:
             due = list(_owing)
-        if not due:
-            return
+            if not due:  # under the lock: ``keep`` then starts a new helper
+                if _worker is threading.current_thread():
+                    _worker = None
+                return
         for entry in due:
             _try(entry, give_up=time.monotonic() > entry[2])
 
@@ -108,9 +114,10 @@ def _at_exit() -> None:
 def _after_fork() -> None:
     """A forked child owes nothing of its parent's (its stores are reset: ``RedisStore._forked``)
     and has no helper thread."""
-    global _worker
+    global _worker, _wake
     _owing.clear()
     _worker = None
+    _wake = threading.Event()
 
 
 os.register_at_fork(after_in_child=_after_fork)
