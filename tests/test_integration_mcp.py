@@ -262,3 +262,27 @@ def test_calls_to_tools_the_server_does_not_have_are_not_booked() -> None:
     assert unknown[0] == "Unknown tool: made_up_0" and len(set(unknown)) == 50
     assert booked == 0
     assert real == [False, False, True, True]  # the server's own tools are still guarded
+
+
+def test_a_server_whose_tools_cannot_be_listed_is_guarded_as_before(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A middleware chain whose ``tools/list`` the guard cannot read: logged once, and every
+    call judged whatever its name, as before."""
+    from fuzeguard.integrations import mcp as integration
+
+    async def refused(*args: Any) -> Any:
+        raise RuntimeError("listing refused")
+
+    monkeypatch.setattr(integration, "_listed_tools", refused)
+    tally = Tally()
+
+    async def client() -> list[bool]:
+        async with Client(_server("kill", tally)) as session:
+            return [bool((await session.call_tool("search", {"query": "x"})).is_error)
+                    for _ in range(4)]
+
+    with capture_logs() as logs:
+        errors = asyncio.run(client())
+    assert errors == [False, False, True, True]
+    assert [e["event"] for e in logs].count("fuzeguard.mcp_tools_unlisted") == 1

@@ -57,6 +57,7 @@ from fuzeguard._private.forksafe import new_lock
 from fuzeguard._private.guard import Guard, Pending, Skipped, guard
 from fuzeguard._private.log import emit
 from fuzeguard._private.run import Run, make_current, restore_current
+from fuzeguard._private.secrets import exception_text
 from fuzeguard.integrations._calls import Outcome, ToolCalls, stop_message, with_notes
 from fuzeguard.integrations._runs import KeyedRuns
 
@@ -179,7 +180,8 @@ class _ServerTools:
     """The names of the server's tools, as its own ``tools/list`` answers: a call to a tool the
     server does not have is not booked (a client could otherwise grow its session's run
     without bound with made-up names). Listed again when a name is not known, at most every
-    ``RELIST_EVERY`` seconds; if listing fails, every name counts as known."""
+    ``RELIST_EVERY`` seconds. If the server cannot be listed so, every name counts as known from
+    then on (logged once): calls are judged as before, whatever their name."""
 
     RELIST_EVERY = 1.0
     MAX_PAGES = 100
@@ -187,9 +189,10 @@ class _ServerTools:
     def __init__(self) -> None:
         self.names: frozenset[str] = frozenset()
         self.listed_at = float("-inf")
+        self.unlisted = False
 
     async def has(self, name: str, ctx: Any, call_next: Callable[[Any], Awaitable[Any]]) -> bool:
-        if name in self.names:
+        if name in self.names or self.unlisted:
             return True
         now = time.monotonic()
         if now - self.listed_at < self.RELIST_EVERY:
@@ -198,7 +201,10 @@ class _ServerTools:
         try:
             self.names = await _listed_tools(ctx, call_next, self.MAX_PAGES)
         except Exception as exc:  # the guard never takes the server down: judge the call
-            emit("error", "fuzeguard.internal_error", phase="mcp_tools", error=repr(exc))
+            self.unlisted = True
+            emit("warning", "fuzeguard.mcp_tools_unlisted", error=exception_text(exc),
+                 message="the server's tools/list could not be read through the middleware "
+                 "chain, so calls to tools the server does not have are booked too")
             return True
         return name in self.names
 
