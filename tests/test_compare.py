@@ -77,3 +77,35 @@ def test_compare_with_a_bad_config_names_it(
     status, _, err = _run(capsys, monkeypatch, "examples/traces/", "--compare", "fuze.toml",
                           str(bad))
     assert status == 2 and "repeat_threshold" in err
+
+
+def test_a_run_resumed_and_killed_again_counts_as_one_run_killed(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Third review e06: each kill of a resumed run counted as a killed run: "10 calls in 1 run
+    ... 3 runs killed", and "7 of 4 runs killed" in --compare."""
+    import structlog.testing
+
+    import fuzeguard
+    from fuzeguard import guard
+
+    lookup = guard(lambda q: "none", name="lookup")
+    other = guard(lambda q: f"x{q}", name="other")
+    trace = tmp_path / "resumed.jsonl"
+    with structlog.testing.capture_logs(), fuzeguard.run("t", trace=str(trace)) as run:
+        for k in range(3):
+            try:
+                for _ in range(4):
+                    lookup(f"same{k}")
+            except fuzeguard.LoopDetected:
+                run.resume(extra_calls=5, note="go on")
+        other(1)
+    _, out, _ = _run(capsys, monkeypatch, str(trace))
+    assert "3 detections" in out and "1 run killed." in out
+    live = tmp_path / "live.toml"
+    live.write_text("", encoding="utf-8")
+    _, out, _ = _run(capsys, monkeypatch, str(trace), "--compare", str(live), str(live),
+                     "--format", "json")
+    assert json.loads(out.splitlines()[0])["a"]["killed"] == 1
+    _, out, _ = _run(capsys, monkeypatch, str(trace), "--compare", str(live), str(live))
+    assert "runs killed" not in out  # one run in the trace: "killed at call N"

@@ -290,3 +290,42 @@ def test_a_live_report_offers_its_lines_as_candidates_to_check() -> None:
             lookup("k")
     text = run.report().text()
     assert "may change the outcome (check one with fuze replay --compare" in text
+
+
+def _hostile_trace(path: Path, fn: str, run: str = "r1") -> Path:
+    import json
+
+    lines = [{"fn": fn, "args": {"q": "x"}, "result": "same", "run": run, "ts": 0.1 * i}
+             for i in range(5)]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+def test_report_text_shows_the_control_characters_of_a_trace_as_escapes(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Third review e03: ``fuze report`` printed names from the trace raw, so ESC, BEL and a
+    right-to-left override reached the terminal of whoever read the report."""
+    evil = "\x1b]0;pwned\x07\x1b[2J\x1b[32mALL CLEAR\x1b[0m\u202e"
+    trace = _hostile_trace(tmp_path / "t.jsonl", "lookup" + evil, run="run" + evil)
+    out = _report(capsys, monkeypatch, str(trace))
+    assert "stopped at call 3" in out
+    assert not any(ch in out for ch in "\x1b\x07\u202e")
+    assert "lookup\\x1b]0;pwned\\x07" in out
+
+
+@pytest.mark.parametrize("fn", ["fs.read", 'x]\nembed = "os:system"\n[functions.y'])
+def test_suggested_function_tables_are_toml_keys_that_name_the_function(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+    fn: str,
+) -> None:
+    """Third review e04: ``[functions.fs.read]`` (a nested table ``fuze check`` refuses), and a
+    newline in a tool's name wrote ``embed = "os:system"`` among the checked lines."""
+    import tomllib
+
+    out = _report(capsys, monkeypatch, str(_hostile_trace(tmp_path / "t.jsonl", fn)))
+    suggested = out[out.index("Lines of fuze.toml"):].splitlines()[1:]
+    header = next(line.strip() for line in suggested if line.strip().startswith("[functions"))
+    assert tomllib.loads(f"{header}\nrepeat_threshold = 3\n")["functions"] == {
+        fn: {"repeat_threshold": 3}}
+    assert not any(line.startswith("embed") for line in out.splitlines())

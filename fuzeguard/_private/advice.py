@@ -12,6 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from fuzeguard._private.toml_lines import quoted_key
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - Python 3.10
@@ -43,6 +45,14 @@ class Suggestion:
     @property
     def line(self) -> str:
         return f"{self.key} = {self.value}"
+
+    @property
+    def header(self) -> str:
+        """The table as a ``fuze.toml`` header names it: the function's name quoted as a key
+        when it must be (``[functions."fs.read"]``), so that the line pasted is the one checked."""
+        if self.table == "defaults":
+            return "[defaults]"
+        return f"[functions.{quoted_key(self.table.removeprefix('functions.'))}]"
 
     def applied(self, config: Config) -> Config:
         """``config`` with this line added."""

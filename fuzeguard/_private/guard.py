@@ -123,6 +123,19 @@ class Guard:
             return Pending(*started)
         return started  # type: ignore[return-value]
 
+    async def abegin(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Pending | Skipped | None:
+        """``begin`` for an async generator: the decision awaited when the run's decision waits
+        for something (a store's round trips, a person's answer), so that none blocks the loop."""
+        if state.mode_override != "off" and current_run()._awaits:
+            started = await self.adecide(args, kwargs)
+        else:
+            started = self.decide(args, kwargs)
+        if type(started) is tuple:
+            return Pending(*started)
+        return started  # type: ignore[return-value]
+
     def decide(
         self, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Started | Skipped | None:
@@ -356,7 +369,7 @@ def _wrap(g: Guard) -> Callable[..., Any]:
     if kind == "asyncgen":
 
         async def agen_wrapper(*args: Any, **kwargs: Any) -> AsyncIterator[Any]:
-            p = begin(args, kwargs)
+            p = await g.abegin(args, kwargs)
             if p is None:
                 async for chunk in fn(*args, **kwargs):
                     yield chunk
@@ -402,8 +415,8 @@ def _wrap(g: Guard) -> Callable[..., Any]:
     elif kind == "async":
 
         async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-            if state.mode_override != "off" and current_run()._store is not None:
-                started = await g.adecide(args, kwargs)  # shared: the round trips are awaited
+            if state.mode_override != "off" and current_run()._awaits:
+                started = await g.adecide(args, kwargs)  # round trips or a person awaited
             else:
                 started = decide(args, kwargs)
             if started is None:

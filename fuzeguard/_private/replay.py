@@ -148,6 +148,12 @@ class TraceSummary:
     problem_count: int = 0
     ignored_settings: set[str] = field(default_factory=set)
 
+    @property
+    def killed_runs(self) -> int:
+        """How many runs were killed: a run resumed and killed again is one run killed more
+        than once (``kills`` holds each kill)."""
+        return len({kill.run for kill in self.kills})
+
 
 class _Clock:
     """The replay clock: the run's time is whatever the last line's ``ts`` said."""

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from fuzeguard._private.advice import Suggestion, ends_with, number, suggestions
 from fuzeguard._private.records import Detection
+from fuzeguard._private.terminal import printable
 from fuzeguard._private.timeline import Mark
 
 if TYPE_CHECKING:
@@ -345,14 +346,27 @@ def render_text(report: StopReport) -> str:
         for s in report.suggestions:
             if s.table != table:
                 table = s.table
-                lines.append(f"  [{table}]")
+                lines.append(f"  {s.header}")
             lines.append(f"  {s.line.ljust(width)}  # {s.why}")
     if stop is not None:
         lines.append("")
         lines.append("Or resume this run with more budget: run.resume(extra_calls=..., "
                      "extra_cost=..., note=...) (docs/stopped.md).")
     lines.extend(report.notes)
-    return "\n".join(lines) + "\n"
+    return _names_shown(report, "\n".join(lines) + "\n")
+
+
+def _names_shown(report: StopReport, text: str) -> str:
+    """``text`` with the names it took from the trace (the run's, the functions') written with
+    their control characters as escapes: a newline in a tool's name never starts a line of the
+    report (under the suggested lines of fuze.toml least of all), ESC never reaches a terminal."""
+    names = {m.fn for m in report.marks} | {report.run}
+    if report.stop is not None:
+        names.add(report.stop.fn)
+    for name in sorted(names, key=len, reverse=True):
+        if not name.isprintable():
+            text = text.replace(name, printable(name))
+    return text
 
 
 def _s(n: int) -> str:
