@@ -97,10 +97,10 @@ def _hostile_trace(path: Path) -> Path:
     name = "lookup" + HOSTILE
     lines: list[dict[str, Any]] = [
         {"fn": name, "args": {"q" + HOSTILE: "x"}, "result": "same" + HOSTILE,
-         "run": "run" + HOSTILE, "ts": 0.1 * i} for i in range(4)
+         "run": "run" + HOSTILE, "ts": 0.1 * i} for i in range(6)
     ]
     lines.append({"fn": "fetch" + HOSTILE, "args": {"u": 1}, "error": "Boom" + HOSTILE,
-                  "run": "run" + HOSTILE, "ts": 0.5})
+                  "run": "run" + HOSTILE, "ts": 0.7})
     path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
     return path
 
@@ -121,7 +121,7 @@ def test_no_control_character_of_a_hostile_trace_reaches_any_surface(
                                "--format", "json"),
     }
     html = (tmp_path / "r.html").read_text(encoding="utf-8")
-    assert "stopped at call 3" in surfaces["fuze report"]  # the trace was judged, not refused
+    assert "stopped at call 5" in surfaces["fuze report"]  # the trace was judged, not refused
     raw = {name: [c for c in RAW if c in text] for name, text in surfaces.items()}
     assert raw == {name: [] for name in surfaces}
     for name in ("fuze replay json", "--compare json"):

@@ -39,29 +39,31 @@ CHILDREN = 3
 # store_timeout: only the cut makes a round trip fail (a forked child's first one, under a loaded
 # machine's scheduling, can take longer than the default 50 ms).
 SETTINGS: dict[str, Any] = {"max_calls": 500, "max_cost": 500.0, "store_timeout": 5.0}
+# What is replicated is tested here, not the grading: a loop is acted on at its first detection.
+ACT_AT_ONCE: dict[str, Any] = {"early_warnings": 0}
 
 
-@guard(name="a_read", layers=["dedup", "limits"], cost=0.5)
+@guard(name="a_read", layers=["dedup", "limits"], **ACT_AT_ONCE, cost=0.5)
 def a_read(i: int) -> str:
     return f"a page {i}"
 
 
-@guard(name="a_lookup", layers=["dedup", "limits"])
+@guard(name="a_lookup", layers=["dedup", "limits"], **ACT_AT_ONCE)
 def a_lookup(q: str) -> str:
     raise KeyError(f"{q} not found")
 
 
-@guard(name="b_read", layers=["dedup", "limits"], cost=0.25)
+@guard(name="b_read", layers=["dedup", "limits"], **ACT_AT_ONCE, cost=0.25)
 def b_read(i: int) -> str:
     return f"b page {i}"
 
 
-@guard(name="b_search", layers=["dedup", "limits"], on_loop=["ask", "kill"])
+@guard(name="b_search", layers=["dedup", "limits"], **ACT_AT_ONCE, on_loop=["ask", "kill"])
 def b_search(q: str) -> str:
     return "3 results"
 
 
-@guard(name="c_fetch", layers=["dedup", "limits"], on_loop="warn")
+@guard(name="c_fetch", layers=["dedup", "limits"], **ACT_AT_ONCE, on_loop="warn")
 def c_fetch(q: str) -> str:
     return "the same page"
 
