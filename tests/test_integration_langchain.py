@@ -176,6 +176,28 @@ def test_tools_guarded_in_the_middleware_keep_their_schema_and_run_untouched() -
         assert search("x") == "3 results for x"
 
 
+@pytest.mark.parametrize("use_async", [False, True])
+def test_a_tool_with_guard_on_its_function_is_counted_once_and_its_kill_ends_the_agent(
+    use_async: bool,
+) -> None:
+    """``@guard`` on the tools and the middleware on the agent (newcomer review: ``invoke``
+    raised ``LoopDetected`` from the tool node): said at the first model call, each call judged
+    once, by the function's guard, and the kill answered with the middleware's final message."""
+    tally = Tally()
+    guarded = [guard(fn, on_loop="kill") for fn in tools(tally)]
+    model = StuckModel(variant="same", shown=[])
+    agent = create_agent(model, guarded, middleware=[LoopGuardMiddleware(on_loop="warn")])
+    task = {"messages": [("user", "find me a laptop")]}
+    with capture_logs() as logs, fuzeguard.run("task") as run:
+        state = asyncio.run(agent.ainvoke(task, LIMIT)) if use_async else agent.invoke(task, LIMIT)
+    assert tally.runs["search"] == 2 and model.turns == 3
+    assert run.stats().calls == 2  # not 4: each call counted once
+    assert state["messages"][-1].content.startswith("Stopped: the agent was looping (dedup at tool")
+    warned = [e for e in logs if e["event"] == "fuzeguard.guarded_twice"]
+    assert [e["fn"] for e in warned] == ["search", "tool_a", "tool_b"]
+    assert "judged once, by the function's guard" in warned[0]["message"]
+
+
 def test_the_middleware_costs_no_graph_step_where_a_before_model_hook_would() -> None:
     """Why a kill is answered inside the model step: a hook node is one more step per turn."""
 

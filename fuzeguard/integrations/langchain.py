@@ -36,6 +36,8 @@ from typing_extensions import NotRequired
 
 from fuzeguard._private.exceptions import LoopDetected
 from fuzeguard._private.forksafe import new_lock
+from fuzeguard._private.guard import Guard
+from fuzeguard._private.log import emit
 from fuzeguard._private.run import Run, current_run
 from fuzeguard.integrations._calls import (
     Outcome,
@@ -70,7 +72,8 @@ class LoopGuardMiddleware(AgentMiddleware):
     ``create_agent(model, tools, middleware=[LoopGuardMiddleware(on_loop=["warn", "skip",
     "kill"])])``. Options are those of ``guard()`` (``on_loop``, thresholds, ``on_detect``...),
     applied to each tool by its name (``[functions.NAME]`` in fuze.toml applies too), plus
-    ``exit_behavior``. Don't also ``guard()`` the tool functions: each call would count twice.
+    ``exit_behavior``. A tool whose function has ``@guard`` is judged by that guard alone (each
+    call counted once; logged as ``fuzeguard.guarded_twice``), and its kill ends the agent here.
     """
 
     def __init__(self, *, exit_behavior: ExitBehavior = "end", **options: Unpack[ToolOptions]) -> None:
@@ -78,6 +81,7 @@ class LoopGuardMiddleware(AgentMiddleware):
         self.exit_behavior = exit_behavior_of(exit_behavior, ("end", "error", "continue"))
         self.calls = ToolCalls(**options)
         self._runs: OrderedDict[str, Run] = OrderedDict()  # the invocations under way, by id
+        self._warned: set[str] = set()  # tools said to have @guard on their function
         self._lock = new_lock()
 
     state_schema = GuardState
@@ -124,6 +128,11 @@ class LoopGuardMiddleware(AgentMiddleware):
     def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
         call = request.tool_call
         with self._inside(request.state):
+            if _guarded(request.tool):  # judged once, by the function's own guard
+                try:
+                    return handler(request)
+                except LoopDetected as exc:
+                    return self._answer(call, Outcome(killed=exc))
             outcome, result = self.calls.call(
                 call["name"], call.get("args"), lambda: handler(request), shown=_shown
             )
@@ -134,6 +143,11 @@ class LoopGuardMiddleware(AgentMiddleware):
     ) -> Any:
         call = request.tool_call
         with self._inside(request.state):
+            if _guarded(request.tool):  # judged once, by the function's own guard
+                try:
+                    return await handler(request)
+                except LoopDetected as exc:
+                    return self._answer(call, Outcome(killed=exc))
             outcome, result = await self.calls.acall(
                 call["name"], call.get("args"), lambda: handler(request), shown=_shown
             )
@@ -161,12 +175,31 @@ class LoopGuardMiddleware(AgentMiddleware):
     # ------------------------------------------------------------------ ending the agent
 
     def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        self._warn_guarded(request.tools)
         final = self._final_if_killed(request.messages, request.state)
         return final if final is not None else handler(request)
 
     async def awrap_model_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
+        self._warn_guarded(request.tools)
         final = self._final_if_killed(request.messages, request.state)
         return final if final is not None else await handler(request)
+
+    def _warn_guarded(self, tools: Any) -> None:
+        """Say once per tool, at the first model call that offers it (before it can run), that
+        a tool whose function has ``@guard`` is judged by that guard, not by the middleware."""
+        for tool in tools or ():
+            name = getattr(tool, "name", None)
+            if name is None or name in self._warned or not _guarded(tool):
+                continue
+            with self._lock:
+                if len(self._warned) >= MAX_KEYED_RUNS:
+                    self._warned.clear()
+                self._warned.add(name)
+            emit("warning", "fuzeguard.guarded_twice", fn=name,
+                 message=f"the tool {name!r} has @guard on its function and the agent has "
+                 "LoopGuardMiddleware: each call is judged once, by the function's guard and "
+                 "its options, and a kill still ends the agent with the middleware's answer. "
+                 "Remove @guard from the function to judge it with the middleware's options")
 
     def _new_turn(self, state: Any) -> None:
         """A model call starts a turn of the invocation's run: the ladder steps once per turn
@@ -201,6 +234,12 @@ class LoopGuardMiddleware(AgentMiddleware):
                 )
                 return AIMessage(text)
         return None
+
+
+def _guarded(tool: Any) -> bool:
+    """Whether a LangChain tool runs a function that has ``@guard`` (sync or async)."""
+    return any(isinstance(getattr(getattr(tool, attr, None), "guard", None), Guard)
+               for attr in ("func", "coroutine"))
 
 
 def _noted(result: Any, outcome: Outcome) -> Any:
