@@ -14,10 +14,12 @@ What every integration shows for a decision, so that the frameworks read alike:
 - the **notes the run keeps for the model** (``run.notes()``: ``warn_at`` budget warnings, the
   note given to ``resume()``) go the same way, with the next result of a call that ran in the
   run (``Outcome.notes``), each once;
-- a **kill** ends the agent with a final answer the application can show, ``final_answer``
-  (the model is not asked again), and keeps ``outcome.error()``, the ``LoopDetected`` whose
-  ``stats`` are those of the run that was killed, for callers who want the exception; a tool call
-  the agent still sends to a killed run is answered with ``stop_message``.
+- a **kill** ends the agent with a final answer the application can show: where the framework
+  allows one more model call and ``wrap_up`` is on, the model's own answer to
+  ``wrap_up_request`` (asked once, without tools), else ``final_answer`` (the canned text); it
+  keeps ``outcome.error()``, the ``LoopDetected`` whose ``stats`` are those of the run that was
+  killed, for callers who want the exception; a tool call the agent still sends to a killed run
+  is answered with ``stop_message``.
 
 Which run a call is judged in is ``_runs.py``'s: one run per agent invocation by default.
 """
@@ -145,6 +147,16 @@ def final_answer(detection: Detection) -> str:
     return (
         f"Stopped: the agent was looping ({detection.layer} at tool call {detection.call_index}, "
         f"`{detection.fn}`). {detection.message}"
+    )
+
+
+def wrap_up_request(detection: Detection) -> str:
+    """What the model is asked, once and without tools, after a kill, for a final answer it
+    writes itself (``wrap_up``): the detection's message is the reason."""
+    return (
+        f"[fuzeguard] Your tool calls were stopped: {detection.message} No tool will run again. "
+        "Write your final answer now, without calling any tool, from what you found so far, and "
+        "say what you could not finish."
     )
 
 
