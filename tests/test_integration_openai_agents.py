@@ -198,6 +198,25 @@ def _server_agent(tally: Tally, guard: LoopGuard, calls: int = 1) -> Agent[Any]:
                                tools=[function_tool(f) for f in tools(tally)]))
 
 
+def test_two_guards_protecting_agents_built_from_one_tool_list_each_end_their_own_run() -> None:
+    """Two agents built from one list of ``FunctionTool`` objects, each protected by its own
+    guard: both guards' guardrails sit on every tool. The second run's loop was never ended (the
+    first guard refused its calls, the second never saw them, the model went on to max_turns);
+    now the calling agent's guard judges each call, once."""
+    tally = Tally()
+    shared = [function_tool(f) for f in tools(tally)]
+    models = [StuckModel("same"), StuckModel("same")]
+    guards = [LoopGuard(on_loop="kill"), LoopGuard(on_loop="kill")]
+    agents = [guard.protect(Agent(name=f"agent-{i}", model=model, tools=shared))
+              for i, (guard, model) in enumerate(zip(guards, models, strict=True))]
+    for agent, model in zip(agents, models, strict=True):
+        ended, output = _run(agent)
+        assert ended == "agent ended by the guard with a final output"
+        assert output.startswith("Stopped: the agent was looping (dedup at tool call 3")
+        assert model.turns == 3
+    assert tally.total == 4  # two runs of the tool in each run
+
+
 def test_a_server_that_only_adds_the_guard_keeps_concurrent_requests_apart() -> None:
     """6 legitimate requests and 1 looping one at once, no fuzeguard.run(): each is a run. The
     call ids repeat across requests (call_0): each call is still paired within its own run."""

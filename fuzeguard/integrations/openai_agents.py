@@ -10,7 +10,9 @@ output carries a short note for the model.
 A kill answers the call with the stop message and, with ``exit_behavior="end"`` (default), ends
 ``Runner.run`` after that tool step with ``final_output`` set to the final answer (the agents'
 ``tool_use_behavior`` is wrapped for it; the model is not asked again). Calls allowed in the same
-step still run and are recorded. ``exit_behavior="error"`` raises instead:
+step still run and are recorded. A tool shared by agents that different guards protect is judged
+by the guard of the agent calling it (the first that protected that agent), so each guard ends
+its own agents' runs. ``exit_behavior="error"`` raises instead:
 ``ToolInputGuardrailTripwireTriggered`` with the ``LoopDetected`` (detection, and the stats of the
 run it killed) as ``exc.output.output_info``.
 
@@ -59,6 +61,7 @@ if TYPE_CHECKING:
 
     from fuzeguard._private.options import ToolOptions
 
+_OWNER = "_fuzeguard_guard"  # the LoopGuard that protected an agent first, on the agent
 # The ToolContext of the tool call the current task runs (set in the task that runs it): a
 # ``Runner.run`` started inside it is a nested invocation, whose run is kept for that call.
 _calling: contextvars.ContextVar[Any] = contextvars.ContextVar("fuzeguard_oai_call", default=None)
@@ -96,6 +99,8 @@ class LoopGuard:
             if not isinstance(current, Agent) or id(current) in seen:
                 continue
             seen.add(id(current))
+            if getattr(current, _OWNER, None) is None:
+                setattr(current, _OWNER, self)  # its tools' calls are this guard's to judge
             self._end_on_kill(current)
             for tool in current.tools:
                 if isinstance(tool, FunctionTool):
@@ -144,6 +149,11 @@ class LoopGuard:
         return run
 
     def _before(self, data: ToolInputGuardrailData) -> ToolGuardrailFunctionOutput:
+        owner = getattr(data.agent, _OWNER, None)
+        if owner is not None and owner is not self:
+            # A tool shared by agents that different guards protect: the calling agent's guard
+            # judges the call (and ends that agent's run on a kill), once.
+            return ToolGuardrailFunctionOutput.allow()
         context = data.context
         run = self._run_of(context)
         assert run is not None
