@@ -10,7 +10,7 @@ import pytest
 from langchain.agents import create_agent
 from langchain.agents.middleware import AgentMiddleware
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.errors import GraphRecursionError
@@ -25,17 +25,23 @@ from tests.stuck_agents import ACTIONS, VARIANTS, Tally, check_run, script, tool
 
 
 class StuckModel(BaseChatModel):
-    """Calls a tool every turn, following ``script``; keeps what the tools answered."""
+    """Calls a tool every turn, following ``script``; keeps what the tools answered. Asked for a
+    final answer after a kill, it answers ``wrap_up`` if it has one (else it calls a tool
+    again); ``bound`` counts the calls it was offered tools for."""
 
     variant: str = "same"
     turns: int = 0
     shown: list[str] = Field(default_factory=list)
+    wrap_up: str = ""
+    asked: str = ""  # the request for a final answer it read
+    bound: int = 0
 
     @property
     def _llm_type(self) -> str:
         return "stuck"
 
     def bind_tools(self, tools: Any, **kwargs: Any) -> StuckModel:  # type: ignore[override]
+        self.bound += 1
         return self
 
     def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None,
@@ -43,6 +49,11 @@ class StuckModel(BaseChatModel):
         last = messages[-1]
         if isinstance(last, ToolMessage):
             self.shown.append(str(last.content))
+        if isinstance(last, HumanMessage) and str(last.content).startswith("[fuzeguard]"):
+            self.asked = str(last.content)
+            if self.wrap_up:
+                self.turns += 1
+                return ChatResult(generations=[ChatGeneration(message=AIMessage(self.wrap_up))])
         name, args = script(self.variant, self.turns)
         self.turns += 1
         message = AIMessage("", tool_calls=[{"name": name, "args": args, "id": f"c{self.turns}"}])
@@ -91,11 +102,86 @@ def test_a_kill_ends_the_agent_with_a_final_message_and_no_further_tool_run() ->
     ended, state = _run(agent)
     assert ended == "agent ended by the guard with a final AIMessage"
     assert tally.runs["search"] == 2 and tally.after_detection == 0
-    assert model.turns == 3  # the model is not asked again after the kill
+    # Asked once more, without tools, for a final answer: this model asks for a tool again, so
+    # the agent ends with the canned answer, and no tool runs.
+    assert model.turns == 4 and model.bound == 3
     refused, final = state["messages"][-2:]
     assert isinstance(refused, ToolMessage) and refused.status == "error"
     assert refused.content.startswith("You called `search` with the same arguments 3 times")
     assert final.content.startswith("Stopped: the agent was looping (dedup at tool call 3")
+
+
+WRAP_UP = "I found the ThinkPad X1 three times over; I could not compare prices."
+
+
+@pytest.mark.parametrize("use_async", [False, True])
+def test_after_a_kill_the_final_answer_is_the_models_own_written_without_tools(use_async: bool) -> None:
+    """The kill asks the model once more, without tools, for a final answer, with the
+    detection's message as the reason: the agent's final message is what the model wrote."""
+    tally = Tally()
+    model = StuckModel(variant="same", shown=[], wrap_up=WRAP_UP)
+    middleware = LoopGuardMiddleware(on_loop="kill", on_detect=tally.on_detect)
+    agent = create_agent(model, tools(tally), middleware=[middleware])
+    ended, state = _run(agent, use_async=use_async)
+    assert ended == "agent ended by the guard with a final AIMessage"
+    assert state["messages"][-1].content == WRAP_UP
+    assert tally.total == 2 and tally.after_detection == 0
+    assert model.turns == 4 and model.bound == 3  # the 4th call was offered no tool
+    assert model.asked.startswith("[fuzeguard] Your tool calls were stopped: You called `search`")
+
+
+def test_without_wrap_up_the_kill_ends_with_the_canned_answer_and_the_model_is_not_asked() -> None:
+    tally = Tally()
+    model = StuckModel(variant="same", shown=[], wrap_up=WRAP_UP)
+    middleware = LoopGuardMiddleware(on_loop="kill", wrap_up=False)
+    agent = create_agent(model, tools(tally), middleware=[middleware])
+    _, state = _run(agent)
+    assert state["messages"][-1].content.startswith("Stopped: the agent was looping (dedup")
+    assert model.turns == 3 and not model.asked
+
+
+class FailingWrapUp(StuckModel):
+    """Raises, or waits for ``release``, when asked for its final answer."""
+
+    release: Any = None
+
+    def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None,
+                  **kwargs: Any) -> ChatResult:
+        if str(messages[-1].content).startswith("[fuzeguard]"):
+            if self.release is None:
+                raise ConnectionError("the provider is down")
+            self.release.wait()
+        return super()._generate(messages, stop, run_manager, **kwargs)
+
+
+@pytest.mark.parametrize("failure", ["error", "timeout"])
+def test_a_final_answer_that_fails_or_is_late_falls_back_to_the_canned_answer(failure: str) -> None:
+    import threading
+
+    tally = Tally()
+    release = threading.Event() if failure == "timeout" else None
+    model = FailingWrapUp(variant="same", shown=[], wrap_up=WRAP_UP, release=release)
+    middleware = LoopGuardMiddleware(on_loop="kill", wrap_up_timeout=0.01)
+    agent = create_agent(model, tools(tally), middleware=[middleware])
+    task = {"messages": [("user", "find me a laptop")]}
+    try:
+        with capture_logs() as logs, fuzeguard.run("task"):
+            state = agent.invoke(task, LIMIT)
+    finally:
+        if release is not None:
+            release.set()
+    assert state["messages"][-1].content.startswith("Stopped: the agent was looping (dedup")
+    (failed,) = [e for e in logs if e["event"] == "fuzeguard.wrap_up_failed"]
+    assert ("the provider is down" if failure == "error" else "no answer within 0.01 s") in (
+        failed["error"])
+    assert tally.total == 2
+
+
+def test_wrap_up_options_are_checked() -> None:
+    with pytest.raises(TypeError, match="wrap_up takes True or False"):
+        LoopGuardMiddleware(wrap_up="yes")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="wrap_up_timeout takes a number of seconds above 0"):
+        LoopGuardMiddleware(wrap_up_timeout=0)
 
 
 def test_a_skip_is_answered_with_a_tool_message_and_escalates_to_a_kill_when_it_does_not_help() -> None:
@@ -125,7 +211,7 @@ def test_the_ladder_ends_an_alternation_at_its_tenth_tool_call() -> None:
     agent, model = _agent("ladder", "alternate", tally)
     ended, _ = _run(agent)
     assert ended == "agent ended by the guard with a final AIMessage"
-    assert model.turns == 10 and tally.total == 8
+    assert model.turns == 11 and tally.total == 8  # 10 turns, then the final answer's call
 
 
 def test_warn_lets_every_call_run_until_the_recursion_limit() -> None:
@@ -158,7 +244,7 @@ def test_the_async_agent_is_guarded_the_same_way() -> None:
     agent, model = _agent("kill", "same", tally)
     ended, _ = _run(agent, use_async=True)
     assert ended == "agent ended by the guard with a final AIMessage"
-    assert tally.total == 2 and model.turns == 3
+    assert tally.total == 2 and model.turns == 4
 
 
 def test_the_middleware_takes_guard_options_and_rejects_bad_ones() -> None:
@@ -190,7 +276,7 @@ def test_a_tool_with_guard_on_its_function_is_counted_once_and_its_kill_ends_the
     task = {"messages": [("user", "find me a laptop")]}
     with capture_logs() as logs, fuzeguard.run("task") as run:
         state = asyncio.run(agent.ainvoke(task, LIMIT)) if use_async else agent.invoke(task, LIMIT)
-    assert tally.runs["search"] == 2 and model.turns == 3
+    assert tally.runs["search"] == 2 and model.turns == 4
     assert run.stats().calls == 2  # not 4: each call counted once
     assert state["messages"][-1].content.startswith("Stopped: the agent was looping (dedup at tool")
     warned = [e for e in logs if e["event"] == "fuzeguard.guarded_twice"]
@@ -321,5 +407,5 @@ def test_the_ladder_steps_once_per_model_turn_for_parallel_identical_calls() -> 
     assert loops[0] == "warn"  # turn 1's third call
     assert loops[1:4] == ["skip", "skip", "skip"]  # turn 2's three calls: one step
     assert loops[4:] == ["kill"]  # turn 3
-    assert tally.total == 3 and model.turns == 3
+    assert tally.total == 3 and model.turns == 4  # the 4th: asked for the final answer
     assert state["messages"][-1].content.startswith("Stopped: the agent was looping")

@@ -56,6 +56,7 @@ from fuzeguard.integrations._calls import (
 )
 from fuzeguard.integrations._calls import exit_behavior as exit_behavior_of
 from fuzeguard.integrations._runs import InvocationRuns, invocation, open_run, user_run, within
+from fuzeguard.integrations._wrap_up import WrapUp
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -78,9 +79,7 @@ class LoopGuard:
     def __init__(self, *, exit_behavior: ExitBehavior = "end", wrap_up: bool = True,
                  **options: Unpack[ToolOptions]) -> None:
         self.exit_behavior = exit_behavior_of(exit_behavior)
-        if not isinstance(wrap_up, bool):
-            raise TypeError(f"LoopGuard(wrap_up=...) takes True or False, got {wrap_up!r}")
-        self.wrap_up = wrap_up
+        self.wrap_up = WrapUp(wrap_up).enabled  # CrewAI makes the call: its own timeout holds
         self.calls = ToolCalls(**options)
         self.runs = InvocationRuns()
 

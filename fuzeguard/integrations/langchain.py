@@ -4,7 +4,10 @@ It guards every tool call of the agent without touching the tools (``wrap_tool_c
 ``awrap_tool_call``): a skip is answered with a ``ToolMessage`` carrying the detection's message;
 a kill is answered with a ``ToolMessage`` (``status="error"``) and then, as with the built-in
 ``ToolCallLimitMiddleware``, ``exit_behavior`` decides: ``"end"`` (default) ends the agent with a
-final ``AIMessage`` saying why (the model is not asked again), ``"error"`` raises
+final ``AIMessage``: the model's own final answer, asked once without tools with the detection's
+message as the reason (``wrap_up=True``, the default, within ``wrap_up_timeout`` seconds), or the
+canned answer saying why (``wrap_up=False``, or when the model fails, is late or asks for a tool
+again; no tool runs after the kill), ``"error"`` raises
 ``LoopDetected`` from ``invoke``, ``"continue"`` lets the model go on (every later call is
 refused: a kill is sticky). Every refused call is answered, so no tool call is left unanswered in
 the history; with ``"error"`` the exception is raised from the next model step, outside any tool
@@ -31,23 +34,26 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from langchain.agents.middleware import AgentMiddleware, AgentState
 from langchain.agents.middleware.types import PrivateStateAttr
-from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from typing_extensions import NotRequired
 
 from fuzeguard._private.exceptions import LoopDetected
 from fuzeguard._private.forksafe import new_lock
 from fuzeguard._private.guard import Guard
 from fuzeguard._private.log import emit
+from fuzeguard._private.records import Detection
 from fuzeguard._private.run import Run, current_run
 from fuzeguard.integrations._calls import (
     Outcome,
     ToolCalls,
     final_answer,
+    wrap_up_request,
 )
 from fuzeguard.integrations._calls import (
     exit_behavior as exit_behavior_of,
 )
 from fuzeguard.integrations._runs import MAX_KEYED_RUNS, new_run, user_run, within
+from fuzeguard.integrations._wrap_up import DEFAULT_TIMEOUT, WrapUp, answer
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -72,13 +78,16 @@ class LoopGuardMiddleware(AgentMiddleware):
     ``create_agent(model, tools, middleware=[LoopGuardMiddleware(on_loop=["warn", "skip",
     "kill"])])``. Options are those of ``guard()`` (``on_loop``, thresholds, ``on_detect``...),
     applied to each tool by its name (``[functions.NAME]`` in fuze.toml applies too), plus
-    ``exit_behavior``. A tool whose function has ``@guard`` is judged by that guard alone (each
-    call counted once; logged as ``fuzeguard.guarded_twice``), and its kill ends the agent here.
+    ``exit_behavior``, ``wrap_up`` and ``wrap_up_timeout`` (see the module docstring). A tool
+    whose function has ``@guard`` is judged by that guard alone (each call counted once; logged
+    as ``fuzeguard.guarded_twice``), and its kill ends the agent here.
     """
 
-    def __init__(self, *, exit_behavior: ExitBehavior = "end", **options: Unpack[ToolOptions]) -> None:
+    def __init__(self, *, exit_behavior: ExitBehavior = "end", wrap_up: bool = True,
+                 wrap_up_timeout: float = DEFAULT_TIMEOUT, **options: Unpack[ToolOptions]) -> None:
         super().__init__()
         self.exit_behavior = exit_behavior_of(exit_behavior, ("end", "error", "continue"))
+        self.wrap_up = WrapUp(wrap_up, wrap_up_timeout)
         self.calls = ToolCalls(**options)
         self._runs: OrderedDict[str, Run] = OrderedDict()  # the invocations under way, by id
         self._warned: set[str] = set()  # tools said to have @guard on their function
@@ -176,13 +185,27 @@ class LoopGuardMiddleware(AgentMiddleware):
 
     def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
         self._warn_guarded(request.tools)
-        final = self._final_if_killed(request.messages, request.state)
-        return final if final is not None else handler(request)
+        ended = self._kill_before(request.messages, request.state)
+        if ended is None:
+            return handler(request)
+        if isinstance(ended, AIMessage):
+            return ended
+        if not self.wrap_up.enabled:
+            return AIMessage(final_message(ended))
+        reply = self.wrap_up.ask(ended, lambda: handler(_asking(request, ended)))
+        return AIMessage(answer(ended, _written(reply)))
 
     async def awrap_model_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
         self._warn_guarded(request.tools)
-        final = self._final_if_killed(request.messages, request.state)
-        return final if final is not None else await handler(request)
+        ended = self._kill_before(request.messages, request.state)
+        if ended is None:
+            return await handler(request)
+        if isinstance(ended, AIMessage):
+            return ended
+        if not self.wrap_up.enabled:
+            return AIMessage(final_message(ended))
+        reply = await self.wrap_up.aask(ended, lambda: handler(_asking(request, ended)))
+        return AIMessage(answer(ended, _written(reply)))
 
     def _warn_guarded(self, tools: Any) -> None:
         """Say once per tool, at the first model call that offers it (before it can run), that
@@ -208,10 +231,11 @@ class LoopGuardMiddleware(AgentMiddleware):
         if run is not None:
             run.end_turn()
 
-    def _final_if_killed(self, messages: list[Any], state: Any) -> AIMessage | None:
-        """After a tool step in which a call was killed, answer the model call with a final
-        ``AIMessage`` (no tool calls: the agent ends there) instead of asking the model again,
-        or raise the kill's ``LoopDetected`` (``exit_behavior="error"``).
+    def _kill_before(self, messages: list[Any], state: Any) -> Detection | AIMessage | None:
+        """After a tool step in which a call was killed: the kill's detection (the model call is
+        then answered with a final ``AIMessage`` with no tool calls, so the agent ends there:
+        the model's own final answer, asked without tools, or the canned one), or raise the
+        kill's ``LoopDetected`` (``exit_behavior="error"``). None when no call was killed.
 
         Done inside the model step rather than in a ``before_model`` hook with
         ``jump_to="end"``: a hook is one more graph step per turn, and under LangChain's
@@ -227,13 +251,30 @@ class LoopGuardMiddleware(AgentMiddleware):
             if isinstance(artifact, dict) and artifact.get(_MARK) == "kill":
                 run = self._run_of(state) or current_run()
                 detection = run.killed
-                if self.exit_behavior == "error" and detection is not None:
+                if detection is None:
+                    return AIMessage(f"Stopped: the agent was looping. {message.content}")
+                if self.exit_behavior == "error":
                     raise LoopDetected(detection, run.stats())
-                text = final_message(detection) if detection is not None else (
-                    f"Stopped: the agent was looping. {message.content}"
-                )
-                return AIMessage(text)
+                return detection
         return None
+
+
+def _asking(request: Any, detection: Detection) -> Any:
+    """The model request for the final answer: the conversation so far and the request, with no
+    tool and no structured output to call."""
+    asked = HumanMessage(wrap_up_request(detection))
+    return request.override(messages=[*request.messages, asked], tools=[], tool_choice=None,
+                            response_format=None)
+
+
+def _written(reply: Any) -> str | None:
+    """The text of the model's reply to the request for a final answer (None if it asked for
+    a tool again)."""
+    messages = getattr(reply, "result", None) or [reply]
+    last = messages[-1] if messages else None
+    if not isinstance(last, AIMessage) or last.tool_calls:
+        return None
+    return last.text
 
 
 def _guarded(tool: Any) -> bool:
