@@ -9,7 +9,14 @@ import dataclasses
 import pytest
 from pydantic_ai import Agent
 from pydantic_ai.exceptions import UsageLimitExceeded
-from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelResponse,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.toolsets import FunctionToolset
 from structlog.testing import capture_logs
@@ -157,6 +164,51 @@ def test_the_capability_guards_decorator_and_tools_argument_tools_and_ends_a_kil
         output = _guarded(tally, model).run_sync("find me a laptop").output
     assert output.startswith("Stopped: the agent was looping (cycle")
     assert tally.total == 7
+
+
+class WrapsUp(Stuck):
+    """A stuck model that, asked for a final answer, writes one: and says what it was offered."""
+
+    answer = "I found the ThinkPad X1 three times over; I could not compare prices."
+
+    def __init__(self, variant: str) -> None:
+        super().__init__(variant)
+        self.asked: list[str] = []
+        self.offered: list[str] | None = None  # the tools of the request for a final answer
+
+    def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        last = getattr(messages[-1], "parts", [])
+        asked = [str(p.content) for p in last if isinstance(p, UserPromptPart)]
+        if asked and asked[-1].startswith("[fuzeguard]"):
+            self.turns += 1
+            self.asked = [str(p.content) for p in last]
+            self.offered = [t.name for t in info.function_tools]
+            return ModelResponse(parts=[TextPart(self.answer)])
+        return super().__call__(messages, info)
+
+
+def test_after_a_kill_the_output_is_the_models_own_final_answer_written_without_tools() -> None:
+    """The kill asks the model once more, in one request without tools, with the killed call
+    answered by the stop message and the detection's message as the reason: the run's output is
+    what the model wrote."""
+    tally = Tally()
+    model = WrapsUp("same")
+    with capture_logs():
+        output = _guarded(tally, model).run_sync("find me a laptop").output
+    assert output == WrapsUp.answer
+    assert tally.total == 2 and model.turns == 4 and model.offered == []
+    refused, request = model.asked
+    assert refused.endswith("Stop calling tools and answer with what you have.")
+    assert request.startswith("[fuzeguard] Your tool calls were stopped: You called `search`")
+
+
+def test_without_wrap_up_a_kill_ends_with_the_canned_answer_and_no_further_request() -> None:
+    tally = Tally()
+    model = WrapsUp("same")
+    with capture_logs():
+        output = _guarded(tally, model, wrap_up=False).run_sync("find me a laptop").output
+    assert output.startswith("Stopped: the agent was looping (dedup")
+    assert model.turns == 3 and model.offered is None
 
 
 def test_exit_behavior_error_raises_the_loop_detected_of_the_killed_run() -> None:

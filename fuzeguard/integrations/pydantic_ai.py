@@ -7,10 +7,12 @@ capability wraps the run's assembled toolset. Each ``agent.run()`` / ``run_sync(
 own (``wrap_run``); a ``fuzeguard.run()`` current at the call wins, and an agent run inside a tool
 of another gets a child run. A skip returns the detection's message as the tool's result; a warned
 text result carries a short note for the model (any other result, a ``ToolReturn`` whose
-``content`` the model reads after it); a kill ends the run with the final answer as its
-``output`` (the model is not asked again), or raises ``LoopDetected`` with
-``exit_behavior="error"``. To make the runs of one conversation one run:
-``with conversations.run_for(conversation_id): agent.run_sync(...)``
+``content`` the model reads after it); a kill ends the run with a final answer as its
+``output``: the model's own, asked once in one request without tools, with the detection's
+message as the reason (``wrap_up=True``, the default, within ``wrap_up_timeout`` seconds), or the
+canned one (``wrap_up=False``, or when the model fails, is late or asks for a tool again); no
+tool runs after the kill. ``exit_behavior="error"`` raises ``LoopDetected`` instead. To make the
+runs of one conversation one run: ``with conversations.run_for(conversation_id): agent.run_sync(...)``
 (``fuzeguard.integrations.KeyedRuns``).
 
 ``Agent(model, toolsets=[loop_guard(FunctionToolset([search, fetch]), on_loop="skip")])`` guards one
@@ -23,26 +25,32 @@ Install with ``pip install 'fuzeguard[pydantic-ai]'``.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pydantic_ai import RunContext, ToolReturn
 from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.messages import ModelRequest, ModelResponse, ToolReturnPart, UserPromptPart
+from pydantic_ai.models import Model, ModelRequestParameters
 from pydantic_ai.run import AgentRunResult
 from pydantic_ai.toolsets import AbstractToolset, WrapperToolset
 from pydantic_ai.toolsets.abstract import ToolsetTool
 
 from fuzeguard._private.exceptions import LoopDetected
+from fuzeguard._private.records import Detection
 from fuzeguard.integrations._calls import (
     ExitBehavior,
     Outcome,
     ToolCalls,
-    final_answer,
+    stop_message,
     with_notes,
+    wrap_up_request,
 )
 from fuzeguard.integrations._calls import exit_behavior as exit_behavior_of
 from fuzeguard.integrations._runs import InvocationRuns, invocation, invocation_run, open_run, within
+from fuzeguard.integrations._wrap_up import DEFAULT_TIMEOUT, WrapUp, answer
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -110,14 +118,18 @@ class LoopGuard(AbstractCapability[Any]):
     """Guard every tool of a Pydantic AI agent: ``Agent(..., capabilities=[LoopGuard(...)])``.
 
     Options are those of ``guard()`` (``on_loop``, thresholds, ``on_detect``...), applied to each
-    tool by its name, plus ``exit_behavior`` (``"end"``: a kill ends the run with the final answer
-    as its output; ``"error"``: it raises ``LoopDetected``). Don't also ``guard()`` the tools'
+    tool by its name, plus ``exit_behavior`` (``"end"``: a kill ends the run with a final answer
+    as its output; ``"error"``: it raises ``LoopDetected``), ``wrap_up`` and ``wrap_up_timeout``
+    (whether that answer is the model's own, see the module docstring). Don't also ``guard()`` the tools'
     functions or wrap them with ``loop_guard()``: each call would count twice.
     """
 
-    def __init__(self, *, exit_behavior: ExitBehavior = "end", **options: Unpack[ToolOptions]) -> None:
+    def __init__(self, *, exit_behavior: ExitBehavior = "end", wrap_up: bool = True,
+                 wrap_up_timeout: float = DEFAULT_TIMEOUT, **options: Unpack[ToolOptions]) -> None:
         self.exit_behavior = exit_behavior_of(exit_behavior)
+        self.wrap_up = WrapUp(wrap_up, wrap_up_timeout)
         self.calls = ToolCalls(**options)
+        self._exchange: list[Any] = []  # the run's last model request and response (for_run)
 
     def get_wrapper_toolset(self, toolset: AbstractToolset[Any]) -> AbstractToolset[Any] | None:
         return LoopGuardToolset(toolset, self.calls)
@@ -126,13 +138,57 @@ class LoopGuard(AbstractCapability[Any]):
         with invocation("pydantic-ai-run"):
             return await handler()  # type: ignore[no-any-return]
 
+    async def for_run(self, ctx: RunContext[Any]) -> LoopGuard:
+        """A copy for one run, which keeps the run's last model exchange (for ``wrap_up``)."""
+        mine = copy.copy(self)
+        mine._exchange = []
+        return mine
+
     async def before_model_request(self, ctx: RunContext[Any], request_context: Any) -> Any:
         run = invocation_run()
         if run is not None:
             run.end_turn()  # the ladder steps once per model turn
+        self._exchange = list(request_context.messages)
         return request_context
 
+    async def after_model_request(self, ctx: RunContext[Any], *, request_context: Any,
+                                  response: ModelResponse) -> ModelResponse:
+        self._exchange = [*request_context.messages, response]
+        return response
+
     async def on_run_error(self, ctx: RunContext[Any], *, error: BaseException) -> AgentRunResult[Any]:
-        if isinstance(error, LoopDetected) and self.exit_behavior == "end":
-            return AgentRunResult(output=final_answer(error.detection))
-        raise error
+        if not isinstance(error, LoopDetected) or self.exit_behavior != "end":
+            raise error
+        detection = error.detection
+        written = None
+        if self.wrap_up.enabled:
+            history = self._exchange or ctx.messages
+            reply = await self.wrap_up.aask(detection, lambda: _ask_final(ctx, history, detection))
+            written = _written(reply)
+        return AgentRunResult(output=answer(detection, written))
+
+
+async def _ask_final(ctx: RunContext[Any], history: list[Any], detection: Detection) -> ModelResponse:
+    """One model request without tools: the run's messages (``history``), the killed step's calls
+    answered with the stop message (a provider refuses a call left unanswered), and the request
+    for a final answer."""
+    parts: list[Any] = []
+    last = history[-1] if history else None
+    if isinstance(last, ModelResponse):
+        refused = stop_message(detection)
+        parts = [ToolReturnPart(call.tool_name, refused, tool_call_id=call.tool_call_id)
+                 for call in last.tool_calls]
+    parts.append(UserPromptPart(wrap_up_request(detection)))
+    model = ctx.model
+    if not isinstance(model, Model):
+        raise TypeError(f"a {type(model).__name__} takes no single request")
+    settings: Any = ctx.model_settings if isinstance(ctx.model_settings, dict) else None
+    parameters = ModelRequestParameters(function_tools=[], allow_text_output=True, output_mode="text")
+    return await model.request([*history, ModelRequest(parts=parts)], settings, parameters)
+
+
+def _written(reply: ModelResponse | None) -> str | None:
+    """The text of the model's final answer (None if it asked for a tool again)."""
+    if reply is None or reply.tool_calls:
+        return None
+    return reply.text
