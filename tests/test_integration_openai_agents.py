@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from agents import Agent, Model, ModelResponse, Runner, Usage, function_tool
 from agents.exceptions import MaxTurnsExceeded, ToolInputGuardrailTripwireTriggered
-from openai.types.responses import ResponseFunctionToolCall
+from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
 from structlog.testing import capture_logs
 
 import fuzeguard
@@ -28,18 +28,29 @@ def _no_trace_export(monkeypatch: pytest.MonkeyPatch) -> None:
 class StuckModel(Model):
     """Calls a tool every turn, following ``script``; keeps what the tools answered."""
 
-    def __init__(self, variant: str) -> None:
+    def __init__(self, variant: str, wrap_up: str = "") -> None:
         self.variant = variant
         self.turns = 0
         self.shown: list[str] = []
+        self.offered: list[list[str]] = []  # the tools of each call
+        self.wrap_up = wrap_up  # its final answer when asked for one (else it calls a tool again)
+        self.asked = ""
 
     async def get_response(self, system_instructions: Any, input: Any, model_settings: Any,
                            tools: Any, output_schema: Any, handoffs: Any, tracing: Any,
                            **kwargs: Any) -> ModelResponse:
+        self.offered.append([t.name for t in tools])
         if isinstance(input, list):
             outputs = [i for i in input if isinstance(i, dict) and i.get("type") == "function_call_output"]
             if outputs:
                 self.shown.append(str(outputs[-1]["output"]))
+            last = input[-1] if input else {}
+            if isinstance(last, dict) and str(last.get("content", "")).startswith("[fuzeguard]"):
+                self.asked = str(last["content"])
+                if self.wrap_up:
+                    self.turns += 1
+                    return ModelResponse(output=[_message(self.wrap_up)], usage=Usage(),
+                                         response_id=None)
         name, args = script(self.variant, self.turns)
         self.turns += 1
         call = ResponseFunctionToolCall(id=f"c{self.turns}", call_id=f"c{self.turns}",
@@ -48,6 +59,12 @@ class StuckModel(Model):
 
     def stream_response(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError
+
+
+def _message(text: str) -> ResponseOutputMessage:
+    return ResponseOutputMessage(id="m", type="message", role="assistant", status="completed",
+                                 content=[ResponseOutputText(type="output_text", text=text,
+                                                             annotations=[])])
 
 
 def _agent(action: str, variant: str, tally: Tally, **tool_options: Any) -> tuple[Agent[Any], StuckModel]:
@@ -91,7 +108,37 @@ def test_a_kill_ends_runner_run_with_a_final_output_and_no_further_model_turn() 
     ended, output = _run(agent)
     assert ended == "agent ended by the guard with a final output"
     assert output.startswith("Stopped: the agent was looping (dedup at tool call 3")
-    assert tally.total == 2 and model.turns == 3
+    # Asked once more, with no tool, for a final answer: this model asks for a tool again, so
+    # the run ends with the canned answer, and no tool runs.
+    assert tally.total == 2 and model.turns == 4 and model.offered[-1] == []
+
+
+WRAP_UP = "I found the ThinkPad X1 three times over; I could not compare prices."
+
+
+def test_after_a_kill_the_final_output_is_the_models_own_answer_written_without_tools() -> None:
+    """The kill asks the model once more, offered no tool, with the run's last exchange, the
+    step's outputs and the detection's message as the reason: ``final_output`` is its answer."""
+    tally = Tally()
+    model = StuckModel("same", wrap_up=WRAP_UP)
+    agent = Agent(name="shopper", model=model, tools=[function_tool(f) for f in tools(tally)])
+    LoopGuard(on_loop="kill", on_detect=tally.on_detect).protect(agent)
+    ended, output = _run(agent)
+    assert ended == "returned" and output == WRAP_UP
+    assert tally.total == 2 and tally.after_detection == 0 and model.turns == 4
+    assert model.offered[:3] == [["search", "tool_a", "tool_b"]] * 3 and model.offered[3] == []
+    assert model.asked.startswith("[fuzeguard] Your tool calls were stopped: You called `search`")
+    assert model.shown[-1].endswith("Stop calling tools and answer with what you have.")
+
+
+def test_without_wrap_up_the_kill_ends_with_the_canned_output_and_the_model_is_not_asked() -> None:
+    tally = Tally()
+    model = StuckModel("same", wrap_up=WRAP_UP)
+    agent = Agent(name="shopper", model=model, tools=[function_tool(f) for f in tools(tally)])
+    LoopGuard(on_loop="kill", wrap_up=False).protect(agent)
+    _, output = _run(agent)
+    assert output.startswith("Stopped: the agent was looping (dedup")
+    assert model.turns == 3 and not model.asked
 
 
 def test_exit_behavior_error_raises_with_the_loop_detected_of_the_killed_run_as_output_info() -> None:
@@ -122,7 +169,8 @@ def test_a_skip_shows_the_model_the_message_and_escalates_to_a_kill() -> None:
     assert ended == "agent ended by the guard with a final output"
     assert tally.total == 2
     assert [t[:45] for t in model.shown[2:]] == [
-        "You called `search` with the same arguments 3", "You called `search` with the same arguments 4"
+        "You called `search` with the same arguments 3", "You called `search` with the same arguments 4",
+        "You called `search` with the same arguments 5",  # the kill, read with the final request
     ]
 
 
@@ -131,7 +179,7 @@ def test_the_ladder_ends_an_alternation_within_the_default_ten_turns() -> None:
     agent, model = _agent("ladder", "alternate", tally)
     ended, _ = _run(agent)
     assert ended == "agent ended by the guard with a final output"
-    assert model.turns == 10 and tally.total == 8
+    assert model.turns == 11 and tally.total == 8  # 10 turns, then the final answer's call
 
 
 def test_warn_lets_every_call_run_until_max_turns_and_the_model_reads_the_note() -> None:
@@ -213,7 +261,7 @@ def test_two_guards_protecting_agents_built_from_one_tool_list_each_end_their_ow
         ended, output = _run(agent)
         assert ended == "agent ended by the guard with a final output"
         assert output.startswith("Stopped: the agent was looping (dedup at tool call 3")
-        assert model.turns == 3
+        assert model.turns == 4
     assert tally.total == 4  # two runs of the tool in each run
 
 

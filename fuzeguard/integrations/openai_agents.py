@@ -8,11 +8,16 @@ the tool does not run). The output guardrail records what the tool returned; a w
 output carries a short note for the model.
 
 A kill answers the call with the stop message and, with ``exit_behavior="end"`` (default), ends
-``Runner.run`` after that tool step with ``final_output`` set to the final answer (the agents'
-``tool_use_behavior`` is wrapped for it; the model is not asked again). Calls allowed in the same
-step still run and are recorded. A tool shared by agents that different guards protect is judged
-by the guard of the agent calling it (the first that protected that agent), so each guard ends
-its own agents' runs. ``exit_behavior="error"`` raises instead:
+``Runner.run`` after that tool step with a ``final_output`` (the agents' ``tool_use_behavior`` is
+wrapped for it): the model's own final answer (``wrap_up=True``, the default), asked in one model
+call offered no tool and made of the run's last model call, its response, the step's tool
+outputs and a request for a final answer with the detection's message as the reason (``protect``
+adds agent hooks that keep that last call; the agent's own hooks are still called), within
+``wrap_up_timeout`` seconds; else the canned final answer (``wrap_up=False``, or when the model
+fails, is late, answers nothing or asks for a tool again). No tool runs after the kill. Calls
+allowed in the same step still run and are recorded. A tool shared by agents that different
+guards protect is judged by the guard of the agent calling it (the first that protected that
+agent), so each guard ends its own agents' runs. ``exit_behavior="error"`` raises instead:
 ``ToolInputGuardrailTripwireTriggered`` with the ``LoopDetected`` (detection, and the stats of the
 run it killed) as ``exc.output.output_info``.
 
@@ -32,8 +37,19 @@ import json
 import weakref
 from typing import TYPE_CHECKING, Any
 
-from agents import Agent, FunctionTool, Handoff, ToolGuardrailFunctionOutput
+from agents import (
+    Agent,
+    AgentHooks,
+    FunctionTool,
+    Handoff,
+    ItemHelpers,
+    Model,
+    ModelSettings,
+    ModelTracing,
+    ToolGuardrailFunctionOutput,
+)
 from agents.agent import ToolsToFinalOutputResult
+from agents.models.multi_provider import MultiProvider
 from agents.tool_guardrails import (
     ToolInputGuardrail,
     ToolInputGuardrailData,
@@ -42,19 +58,21 @@ from agents.tool_guardrails import (
 )
 
 from fuzeguard._private.forksafe import new_lock
+from fuzeguard._private.records import Detection
 from fuzeguard._private.run import Run
 from fuzeguard.integrations._calls import (
     ExitBehavior,
     Outcome,
     ToolCalls,
-    final_answer,
     stop_message,
     with_notes,
+    wrap_up_request,
 )
 from fuzeguard.integrations._calls import (
     exit_behavior as exit_behavior_of,
 )
 from fuzeguard.integrations._runs import InvocationRuns, adopt, user_run
+from fuzeguard.integrations._wrap_up import DEFAULT_TIMEOUT, WrapUp, answer
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -71,14 +89,20 @@ class LoopGuard:
     """Guard the function tools of OpenAI Agents SDK agents against loops.
 
     Options are those of ``guard()`` (``on_loop``, thresholds, ``on_detect``...), applied to each
-    tool by its name, plus ``exit_behavior``. Don't also ``guard()`` the tools' functions: each
+    tool by its name, plus ``exit_behavior``, ``wrap_up`` and ``wrap_up_timeout`` (see the module
+    docstring). Don't also ``guard()`` the tools' functions: each
     call would count twice.
     """
 
-    def __init__(self, *, exit_behavior: ExitBehavior = "end", **options: Unpack[ToolOptions]) -> None:
+    def __init__(self, *, exit_behavior: ExitBehavior = "end", wrap_up: bool = True,
+                 wrap_up_timeout: float = DEFAULT_TIMEOUT, **options: Unpack[ToolOptions]) -> None:
         self.exit_behavior = exit_behavior_of(exit_behavior)
+        self.wrap_up = WrapUp(wrap_up, wrap_up_timeout)
         self.calls = ToolCalls(**options)
         self.runs = InvocationRuns()
+        # Each run's last model call (the agent, its instructions, input and response): what the
+        # request for a final answer after a kill is made of.
+        self._exchanges: weakref.WeakKeyDictionary[Run, list[Any]] = weakref.WeakKeyDictionary()
         # A call that goes ahead, by its ToolContext (the same object reaches both guardrails).
         self._in_flight: weakref.WeakKeyDictionary[Any, Outcome] = weakref.WeakKeyDictionary()
         self._lock = new_lock()
@@ -102,6 +126,8 @@ class LoopGuard:
             if getattr(current, _OWNER, None) is None:
                 setattr(current, _OWNER, self)  # its tools' calls are this guard's to judge
             self._end_on_kill(current)
+            if self.wrap_up.enabled and not isinstance(current.hooks, _Exchanges):
+                current.hooks = _Exchanges(self, current.hooks)
             for tool in current.tools:
                 if isinstance(tool, FunctionTool):
                     self.tool(tool)
@@ -205,7 +231,14 @@ class _EndOnKill:
         run = self.guard._run_of(context, create=False)
         detection = None if run is None else run.killed
         if detection is not None:
-            return ToolsToFinalOutputResult(is_final_output=True, final_output=final_answer(detection))
+            assert run is not None
+            exchange = self.guard._exchanges.get(run)
+            written = None
+            if self.guard.wrap_up.enabled and exchange is not None and len(exchange) == 4:
+                written = await self.guard.wrap_up.aask(
+                    detection, lambda: _ask_final(exchange, results, detection))
+            return ToolsToFinalOutputResult(is_final_output=True,
+                                            final_output=answer(detection, written))
         if run is not None and user_run() is None:
             run.end_turn()  # a tool step is over: the model's next turn begins
         inner = self.inner
@@ -220,10 +253,65 @@ class _EndOnKill:
                 if result.tool.name in names or result.tool.qualified_name in names:
                     return ToolsToFinalOutputResult(is_final_output=True, final_output=result.output)
             return ToolsToFinalOutputResult(is_final_output=False, final_output=None)
-        answer = inner(context, results)
-        if hasattr(answer, "__await__"):
-            answer = await answer
-        return answer  # type: ignore[no-any-return]
+        decided = inner(context, results)
+        if hasattr(decided, "__await__"):
+            decided = await decided
+        return decided  # type: ignore[no-any-return]
+
+
+class _Exchanges(AgentHooks):
+    """An agent's hooks (its own ones still called) that keep each run's last model call for the
+    request for a final answer after a kill."""
+
+    def __init__(self, guard: LoopGuard, inner: Any) -> None:
+        self.guard = guard
+        self.inner = inner
+
+    async def on_llm_start(self, context: Any, agent: Any, system_prompt: Any, input_items: Any) -> None:
+        run = self.guard._run_of(context, create=False)
+        if run is not None:
+            self.guard._exchanges[run] = [agent, system_prompt, list(input_items)]
+        if self.inner is not None:
+            await self.inner.on_llm_start(context, agent, system_prompt, input_items)
+
+    async def on_llm_end(self, context: Any, agent: Any, response: Any) -> None:
+        run = self.guard._run_of(context, create=False)
+        exchange = None if run is None else self.guard._exchanges.get(run)
+        if exchange is not None and len(exchange) == 3:
+            exchange.append(response)
+        if self.inner is not None:
+            await self.inner.on_llm_end(context, agent, response)
+
+
+def _passing(name: str) -> Any:
+    async def hook(self: _Exchanges, *args: Any, **kwargs: Any) -> None:
+        if self.inner is not None:
+            await getattr(self.inner, name)(*args, **kwargs)
+
+    hook.__name__ = name
+    return hook
+
+
+for _name in ("on_start", "on_end", "on_handoff", "on_tool_start", "on_tool_end"):
+    setattr(_Exchanges, _name, _passing(_name))
+
+
+async def _ask_final(exchange: list[Any], results: list[Any], detection: Detection) -> str | None:
+    """One model call without tools: the run's last model call, its response, the tool step's
+    outputs (the killed call's is the stop message) and the request for a final answer. The
+    model's text, or None if it asked for a tool again."""
+    agent, instructions, items, response = exchange
+    outputs = [r.run_item.to_input_item() for r in results if getattr(r, "run_item", None)]
+    asked: Any = {"role": "user", "content": wrap_up_request(detection)}
+    model = agent.model if isinstance(agent.model, Model) else MultiProvider().get_model(agent.model)
+    settings = agent.model_settings if isinstance(agent.model_settings, ModelSettings) else ModelSettings()
+    reply = await model.get_response(
+        instructions, [*items, *response.to_input_items(), *outputs, asked], settings, [], None, [],
+        ModelTracing.DISABLED, previous_response_id=None, conversation_id=None, prompt=None,
+    )
+    if any(getattr(item, "type", None) == "function_call" for item in reply.output):
+        return None
+    return "".join(ItemHelpers.extract_last_text(item) or "" for item in reply.output)
 
 
 def _arguments(text: str) -> dict[str, Any]:
