@@ -409,3 +409,120 @@ def test_the_ladder_steps_once_per_model_turn_for_parallel_identical_calls() -> 
     assert loops[4:] == ["kill"]  # turn 3
     assert tally.total == 3 and model.turns == 4  # the 4th: asked for the final answer
     assert state["messages"][-1].content.startswith("Stopped: the agent was looping")
+
+
+class ModelLoop(StuckModel):
+    """A model that loops without a tool ever doing anything new: ``unknown`` asks for a tool
+    the agent does not have, ``invalid`` for ``search`` with an argument it does not take,
+    ``batch`` for the same two calls every turn; ``legit`` searches 12 different things (each
+    answer new), then answers. Asked for a final answer after a kill, it answers ``WRAP_UP``."""
+
+    kind: str = "unknown"
+
+    def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None,
+                  **kwargs: Any) -> ChatResult:
+        self.turns += 1
+        turn = self.turns
+        if str(messages[-1].content).startswith("[fuzeguard]"):
+            return ChatResult(generations=[ChatGeneration(message=AIMessage(WRAP_UP))])
+        calls = {
+            "unknown": [("web_browse", {"url": "https://shop.example/laptops"})],
+            "invalid": [("search", {"terms": "laptops"})],
+            "batch": [("tool_a", {"query": "laptops"}), ("tool_b", {"query": "laptops"})],
+            "legit": [("lookup", {"key": f"model-{turn}"})],
+        }[self.kind]
+        if self.kind == "legit" and turn > 12:
+            return ChatResult(generations=[ChatGeneration(message=AIMessage("12 models compared"))])
+        message = AIMessage("", tool_calls=[{"name": n, "args": a, "id": f"c{turn}-{k}"}
+                                            for k, (n, a) in enumerate(calls)])
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+
+SPECS = [
+    "ThinkPad X1 Carbon: carbon-fibre lid, matte screen, excellent keyboard",
+    "MacBook Air: fanless aluminium unibody, glossy display, long battery",
+    "Dell XPS 13: edge-to-edge panel, haptic touch row, slim chassis",
+    "Framework Laptop: repairable modules, swappable ports, open firmware",
+    "Surface Laptop: alcantara palm rest, touchscreen, tall aspect ratio",
+    "Zenbook Duo: second screen above keyboard, detachable stand",
+    "Spectre x360: convertible hinge, pen support, gem-cut edges",
+    "Razer Blade: gaming graphics card, vapour chamber cooling, rgb lighting",
+    "Chromebook Plus: cloud-first system, lightweight plastic, low price",
+    "Legion Pro: tournament-grade refresh rate, mechanical-feel keys",
+    "Gram 17: featherweight magnesium body despite large seventeen inch screen",
+    "Pixelbook Go: ribbed underside grip, quiet hush keys, simple design",
+]
+
+
+def lookup(key: str) -> str:
+    """Look up one laptop model's specification."""
+    return SPECS[int(key.split("-")[1]) - 1]
+
+
+def _model_loop(kind: str, **options: Any) -> tuple[str, int, Tally, list[dict[str, Any]]]:
+    """The agent's final message, the model calls, the tool runs and the logs."""
+    tally = Tally()
+    model = ModelLoop(kind=kind)
+    agent = create_agent(model, [*tools(tally), lookup],
+                         middleware=[LoopGuardMiddleware(**options)])
+    with capture_logs() as logs:
+        state = agent.invoke({"messages": [("user", "find me a laptop")]}, {"recursion_limit": 60})
+    return str(state["messages"][-1].content), model.turns, tally, logs
+
+
+@pytest.mark.parametrize("kind", ["unknown", "invalid"])
+def test_a_model_that_keeps_asking_for_a_call_that_cannot_run_is_ended_with_an_answer(kind: str) -> None:
+    """An unknown tool never reaches a tool hook: the model call itself is judged (``model``
+    calls, in a run of their own). Arguments the tool does not take fail the same way each time
+    at the tool. Either way the agent ends within 8 model calls with the model's final answer."""
+    answer, calls, tally, logs = _model_loop(kind)
+    assert answer == WRAP_UP and calls <= 8 and tally.total == 0
+    killed = [(e["run_name"], e["fn"]) for e in logs if e["event"] == "fuzeguard.run_killed"]
+    assert killed == ([("langchain-agent/model", "model.rejected")] if kind == "unknown"
+                      else [("langchain-agent", "search")])
+
+
+def test_the_same_batch_of_two_calls_every_turn_is_ended_within_six_model_calls() -> None:
+    answer, calls, tally, _ = _model_loop("batch")
+    assert answer == WRAP_UP and calls <= 6
+    assert tally.runs == {"tool_a": 2, "tool_b": 2}
+
+
+def test_a_legitimate_twelve_turn_run_with_distinct_calls_is_answered_normally() -> None:
+    answer, calls, _, logs = _model_loop("legit")
+    assert answer == "12 models compared" and calls == 13
+    assert not [e for e in logs if e["event"] in ("fuzeguard.run_killed", "fuzeguard.loop_detected")]
+
+
+def test_max_model_calls_ends_the_agent_at_the_model_call_after_the_limit() -> None:
+    answer, calls, _, logs = _model_loop("legit", max_model_calls=5)
+    assert answer == WRAP_UP and calls == 7  # 6 calls, the 6th refused; then the final answer's
+    (limit,) = [e for e in logs if e["event"] == "fuzeguard.limit_reached"]
+    assert limit["run_name"] == "langchain-agent/model" and limit["call_index"] == 6
+    assert limit["message"].startswith("This task has used all 5 model calls it may make")
+    with pytest.raises(ValueError, match="max_model_calls takes a whole number of 1 or more"):
+        LoopGuardMiddleware(max_model_calls=0)
+
+
+def test_model_calls_are_traced_and_fuze_replay_judges_them_alike(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The model calls' run is traced like any run: replaying the trace finds the same kill."""
+    import json
+    import subprocess
+    import sys
+
+    folder = tmp_path / "traces"
+    monkeypatch.setenv("FUZE_TRACE", f"{folder}/")
+    answer, _, _, _ = _model_loop("unknown")
+    assert answer == WRAP_UP
+    lines = [json.loads(line) for path in folder.iterdir()
+             for line in path.read_text(encoding="utf-8").splitlines()]
+    model = [line for line in lines if line.get("fn") == "model.rejected"]
+    assert [line["args"] for line in model] == [
+        {"calls": ['web_browse({"url": "https://shop.example/laptops"})']}] * 3
+    assert [line.get("result") for line in model[:2]] == [{"rejected": True}] * 2
+    assert model[2]["detections"][0]["action"] == "kill"
+    done = subprocess.run([sys.executable, "-m", "fuzeguard", "replay", str(folder)],
+                          capture_output=True, text=True, timeout=120)
+    assert "model.rejected" in done.stdout and "dedup" in done.stdout, done.stdout + done.stderr

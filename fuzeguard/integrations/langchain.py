@@ -15,6 +15,11 @@ middleware (an outer ``ToolErrorMiddleware`` or ``ToolRetryMiddleware`` cannot c
 call's ``ToolMessage`` carries a short note for the model, and so does the next ``ToolMessage``
 after the run gathered notes for it (``run.notes()``: budget warnings, a resume's note).
 
+Each model call is recorded too (``_model_calls``, in a run of its own beside the invocation's):
+a model that keeps asking for a tool that does not exist or with arguments the tool does not take
+(``invalid_tool_calls``), or that reaches ``max_model_calls`` (off by default), is ended like a
+kill, instead of its response.
+
 Each ``invoke`` / ``ainvoke`` of the agent is a run of its own (``before_agent`` opens it, its id
 rides in the agent's state, ``after_agent`` closes it); a ``fuzeguard.run()`` current at the
 invocation wins, and an agent invoked inside a tool of another gets a child run. To make the
@@ -52,6 +57,7 @@ from fuzeguard.integrations._calls import (
 from fuzeguard.integrations._calls import (
     exit_behavior as exit_behavior_of,
 )
+from fuzeguard.integrations._model_calls import ModelCalls
 from fuzeguard.integrations._runs import MAX_KEYED_RUNS, new_run, user_run, within
 from fuzeguard.integrations._wrap_up import DEFAULT_TIMEOUT, WrapUp, answer
 
@@ -78,16 +84,19 @@ class LoopGuardMiddleware(AgentMiddleware):
     ``create_agent(model, tools, middleware=[LoopGuardMiddleware(on_loop=["warn", "skip",
     "kill"])])``. Options are those of ``guard()`` (``on_loop``, thresholds, ``on_detect``...),
     applied to each tool by its name (``[functions.NAME]`` in fuze.toml applies too), plus
-    ``exit_behavior``, ``wrap_up`` and ``wrap_up_timeout`` (see the module docstring). A tool
+    ``exit_behavior``, ``wrap_up``, ``wrap_up_timeout`` and ``max_model_calls`` (see the module
+    docstring). A tool
     whose function has ``@guard`` is judged by that guard alone (each call counted once; logged
     as ``fuzeguard.guarded_twice``), and its kill ends the agent here.
     """
 
     def __init__(self, *, exit_behavior: ExitBehavior = "end", wrap_up: bool = True,
-                 wrap_up_timeout: float = DEFAULT_TIMEOUT, **options: Unpack[ToolOptions]) -> None:
+                 wrap_up_timeout: float = DEFAULT_TIMEOUT, max_model_calls: int | None = None,
+                 **options: Unpack[ToolOptions]) -> None:
         super().__init__()
         self.exit_behavior = exit_behavior_of(exit_behavior, ("end", "error", "continue"))
         self.wrap_up = WrapUp(wrap_up, wrap_up_timeout)
+        self.model_calls = ModelCalls(max_model_calls)
         self.calls = ToolCalls(**options)
         self._runs: OrderedDict[str, Run] = OrderedDict()  # the invocations under way, by id
         self._warned: set[str] = set()  # tools said to have @guard on their function
@@ -113,10 +122,11 @@ class LoopGuardMiddleware(AgentMiddleware):
         return self.before_agent(state, runtime)
 
     def after_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
-        """Close the invocation's run."""
+        """Close the invocation's run, and the run of its model calls."""
         key = state.get(_KEY)
         with self._lock:
             run = self._runs.pop(key, None) if key else None
+        self.model_calls.close(run if run is not None else current_run())
         if run is not None:
             run.close()
         return None
@@ -187,7 +197,10 @@ class LoopGuardMiddleware(AgentMiddleware):
         self._warn_guarded(request.tools)
         ended = self._kill_before(request.messages, request.state)
         if ended is None:
-            return handler(request)
+            response = handler(request)
+            ended = self._judged(request, response)
+            if ended is None:
+                return response
         if isinstance(ended, AIMessage):
             return ended
         if not self.wrap_up.enabled:
@@ -199,13 +212,38 @@ class LoopGuardMiddleware(AgentMiddleware):
         self._warn_guarded(request.tools)
         ended = self._kill_before(request.messages, request.state)
         if ended is None:
-            return await handler(request)
+            response = await handler(request)
+            ended = self._judged(request, response)
+            if ended is None:
+                return response
         if isinstance(ended, AIMessage):
             return ended
         if not self.wrap_up.enabled:
             return AIMessage(final_message(ended))
         reply = await self.wrap_up.aask(ended, lambda: handler(_asking(request, ended)))
         return AIMessage(answer(ended, _written(reply)))
+
+    def _judged(self, request: Any, response: Any) -> Detection | None:
+        """Record the model call (``_model_calls``): the detection that ends the agent instead of
+        the response, or None (``exit_behavior="error"``: raised; ``"continue"``: never)."""
+        message = _last_ai(response)
+        if message is None:
+            return None
+        offered = {_tool_name(tool) for tool in request.tools or ()}
+        calls = [(c["name"], c.get("args")) for c in message.tool_calls]
+        bad = [(c.get("name") or "?", c.get("args")) for c in message.invalid_tool_calls]
+        usage = message.usage_metadata
+        run = self._run_of(request.state) or current_run()
+        detection = self.model_calls.record(
+            run, calls + bad, None if calls or bad else message.text,
+            rejected=bool(bad) or any(name not in offered for name, _ in calls),
+            final=not calls and not bad, tokens=usage.get("total_tokens") if usage else None,
+        )
+        if detection is None or self.exit_behavior == "continue":
+            return None
+        if self.exit_behavior == "error":
+            raise LoopDetected(detection, self.model_calls.run_of(run).stats())
+        return detection
 
     def _warn_guarded(self, tools: Any) -> None:
         """Say once per tool, at the first model call that offers it (before it can run), that
@@ -257,6 +295,19 @@ class LoopGuardMiddleware(AgentMiddleware):
                     raise LoopDetected(detection, run.stats())
                 return detection
         return None
+
+
+def _last_ai(response: Any) -> AIMessage | None:
+    """The model's message in a model call's response (a ``ModelResponse`` or the message)."""
+    messages = getattr(response, "result", None) or [response]
+    found = [m for m in messages if isinstance(m, AIMessage)]
+    return found[-1] if found else None
+
+
+def _tool_name(tool: Any) -> Any:
+    if isinstance(tool, dict):
+        return tool.get("name") or (tool.get("function") or {}).get("name")
+    return getattr(tool, "name", None)
 
 
 def _asking(request: Any, detection: Detection) -> Any:
