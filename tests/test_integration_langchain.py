@@ -496,7 +496,7 @@ def test_a_legitimate_twelve_turn_run_with_distinct_calls_is_answered_normally()
 
 def test_max_model_calls_ends_the_agent_at_the_model_call_after_the_limit() -> None:
     answer, calls, _, logs = _model_loop("legit", max_model_calls=5)
-    assert answer == WRAP_UP and calls == 7  # 6 calls, the 6th refused; then the final answer's
+    assert answer == WRAP_UP and calls == 6  # 5, then the final answer's (the 6th not made)
     (limit,) = [e for e in logs if e["event"] == "fuzeguard.limit_reached"]
     assert limit["run_name"] == "langchain-agent/model" and limit["call_index"] == 6
     assert limit["message"].startswith("This task has used all 5 model calls it may make")

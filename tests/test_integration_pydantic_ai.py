@@ -243,3 +243,84 @@ def test_the_toolset_alone_judges_each_run_in_a_run_of_its_own() -> None:
     with capture_logs():
         answers = [agent.run_sync(f"r{i}").output for i in range(5)]
     assert answers == [f"answer to r{i}: 3 results for laptops" for i in range(5)]
+
+
+LAPTOPS = [f"{name}: {detail}" for name, detail in [
+    ("ThinkPad X1", "carbon-fibre lid, matte screen"), ("MacBook Air", "fanless aluminium body"),
+    ("XPS 13", "edge-to-edge panel, haptic row"), ("Framework", "repairable swappable modules"),
+    ("Surface", "alcantara palm rest, touchscreen"), ("Zenbook Duo", "second screen above keys"),
+    ("Spectre", "convertible hinge with pen"), ("Blade", "gaming graphics, vapour cooling"),
+    ("Chromebook", "cloud-first, lightweight plastic"), ("Legion", "tournament refresh rate"),
+    ("Gram 17", "featherweight magnesium, large display"), ("Pixelbook", "ribbed grip, hush keys"),
+]]
+
+
+class ModelLoop:
+    """A model that loops without a tool ever doing anything new: ``unknown`` asks for a tool
+    the agent does not have, ``invalid`` for ``search`` with an argument it does not take,
+    ``batch`` for the same two calls every turn; ``legit`` looks up 12 different laptops, then
+    answers. Asked for a final answer (no tool offered), it answers ``WrapsUp.answer``."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.turns = 0
+
+    def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        self.turns += 1
+        if not info.function_tools:
+            return ModelResponse(parts=[TextPart(WrapsUp.answer)])
+        if self.kind == "legit" and self.turns > 12:
+            return ModelResponse(parts=[TextPart("12 laptops compared")])
+        calls = {
+            "unknown": [("web_browse", {"url": "https://shop.example/laptops"})],
+            "invalid": [("search", {"terms": "laptops"})],
+            "batch": [("tool_a", {"query": "laptops"}), ("tool_b", {"query": "laptops"})],
+            "legit": [("lookup", {"index": self.turns - 1})],
+        }[self.kind]
+        return ModelResponse(parts=[ToolCallPart(name, args, tool_call_id=f"c{self.turns}-{k}")
+                                    for k, (name, args) in enumerate(calls)])
+
+
+def _model_loop(kind: str, **options: object) -> tuple[str, int, Tally, list[dict[str, object]]]:
+    tally = Tally()
+    model = ModelLoop(kind)
+
+    def lookup(index: int) -> str:
+        """Look up one laptop's specification."""
+        return LAPTOPS[index]
+
+    agent: Agent[None, str] = Agent(FunctionModel(model), tools=[*tools(tally), lookup],
+                                    capabilities=[LoopGuard(**options)], retries=5)  # type: ignore[arg-type]
+    with capture_logs() as logs:
+        output = agent.run_sync("find me a laptop").output
+    return output, model.turns, tally, logs
+
+
+@pytest.mark.parametrize("kind", ["unknown", "invalid"])
+def test_a_model_that_keeps_asking_for_a_call_that_cannot_run_is_ended_with_an_answer(kind: str) -> None:
+    """Pydantic AI answers such a call with a retry prompt and never runs a tool (its own retry
+    limit, 1 by default, raises ``UnexpectedModelBehavior`` at the 2nd; raised here to 5): the
+    model calls are judged, and the run ends within 8 model calls with the model's answer."""
+    output, calls, tally, logs = _model_loop(kind)
+    assert output == WrapsUp.answer and calls <= 8 and tally.total == 0
+    killed = [(e["run_name"], e["fn"]) for e in logs if e["event"] == "fuzeguard.run_killed"]
+    assert killed == [("pydantic-ai-run/model", "model.rejected")]
+
+
+def test_the_same_batch_of_two_calls_every_turn_is_ended_within_six_model_calls() -> None:
+    output, calls, tally, _ = _model_loop("batch")
+    assert output == WrapsUp.answer and calls <= 6
+    assert tally.runs == {"tool_a": 2, "tool_b": 2}
+
+
+def test_a_legitimate_twelve_turn_run_with_distinct_calls_is_answered_normally() -> None:
+    output, calls, _, logs = _model_loop("legit")
+    assert output == "12 laptops compared" and calls == 13
+    assert not [e for e in logs if e["event"] in ("fuzeguard.run_killed", "fuzeguard.loop_detected")]
+
+
+def test_max_model_calls_ends_the_run_at_the_model_call_after_the_limit() -> None:
+    output, calls, _, logs = _model_loop("legit", max_model_calls=5)
+    assert output == WrapsUp.answer and calls == 6  # 5, then the final answer's (the 6th not made)
+    (limit,) = [e for e in logs if e["event"] == "fuzeguard.limit_reached"]
+    assert limit["run_name"] == "pydantic-ai-run/model" and limit["call_index"] == 6

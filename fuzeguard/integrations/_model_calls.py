@@ -9,12 +9,15 @@ run, so ``fuze replay`` judges it; its calls do not count toward the invocation'
 - a call is recorded as ``model`` with what the model asked for: its tool calls (names and
   arguments, in order) or, when it asked for none, a digest of its text; its result says whether
   the framework rejected it; the tokens it used, when known, are its cost;
-- a call the framework **rejected** (``model.rejected``) and a **text** answer the framework did
-  not take as final (``model.text``) are judged by ``dedup`` and ``cycle``: the same rejected call,
-  or the same text, again with nothing else in between, ends the agent like a kill;
+- a call the framework **rejected** (``model.rejected``: it asked for a tool the agent does not
+  have, or, told by ``rejection`` once the framework found them invalid, arguments the tool does
+  not take) and a **text** answer the framework did not take as final (``model.text``) are judged
+  by ``dedup`` and ``cycle``: the same rejected call, or the same text, again with nothing else
+  in between, ends the agent like a kill;
 - a call whose tool calls the framework accepted is only counted: the tool calls themselves are
   judged in the invocation's run, where a poller's kind and a tool's own settings are known;
-- ``max_model_calls`` (off by default) ends the agent at the model call after the N-th.
+- ``max_model_calls`` (off by default) ends the agent instead of the model call after the N-th
+  (``over_limit``, asked before the call is made).
 
 ``record`` returns the detection that ends the agent (the integration then ends it as it ends a
 kill: the model's final answer, ``_wrap_up``, or the canned one), else None.
@@ -63,6 +66,7 @@ class ModelCalls:
         self._counted = ToolCalls(on_loop="kill", layers=[])
         self._judged = ToolCalls(on_loop="kill", layers=["dedup", "cycle"])
         self._runs: weakref.WeakKeyDictionary[Run, Run] = weakref.WeakKeyDictionary()
+        self._made: weakref.WeakKeyDictionary[Run, int] = weakref.WeakKeyDictionary()  # calls
         self._lock = new_lock()
 
     def run_of(self, run: Run) -> Run:
@@ -82,10 +86,29 @@ class ModelCalls:
         ``final`` when the framework takes its text as the final answer. The detection that ends
         the agent, or None."""
         mine = self.run_of(run)
-        limit = self.max_model_calls
-        if limit is not None and mine.stats().calls >= limit:
-            return _over_limit(mine, limit)
+        self._made[mine] = self._made.get(mine, 0) + 1
         name = f"{MODEL}.rejected" if rejected else MODEL if calls or final else f"{MODEL}.text"
+        return self._judge(mine, name, calls, text, rejected, tokens)
+
+    def over_limit(self, run: Run) -> Detection | None:
+        """Before a model call of the invocation judged in ``run``: the detection that ends the
+        agent instead when ``max_model_calls`` calls were made already (the call is not made),
+        else None."""
+        limit = self.max_model_calls
+        if limit is None:
+            return None
+        mine = self.run_of(run)
+        made = self._made.get(mine, 0)
+        return _over_limit(mine, limit, made) if made >= limit else None
+
+    def rejection(self, run: Run, calls: Sequence[tuple[str, Any]]) -> Detection | None:
+        """The framework rejected ``calls`` of a model call already recorded (it found their
+        arguments invalid once the call was made): judged as a rejected call, not counted again
+        toward ``max_model_calls``. The detection that ends the agent, or None."""
+        return self._judge(self.run_of(run), f"{MODEL}.rejected", calls, None, True, None)
+
+    def _judge(self, mine: Run, name: str, calls: Sequence[tuple[str, Any]], text: str | None,
+               rejected: bool, tokens: float | None) -> Detection | None:
         judge = self._counted if name == MODEL else self._judged
         with within(mine):
             outcome = judge.begin(name, asked(calls, text))
@@ -119,11 +142,11 @@ def _told(detection: Detection, calls: Sequence[tuple[str, Any]]) -> Detection:
     return dataclasses.replace(detection, message=f"You {what}.")
 
 
-def _over_limit(run: Run, limit: int) -> Detection:
+def _over_limit(run: Run, limit: int, made: int) -> Detection:
     """The detection of a model call past ``max_model_calls`` (logged as a limit reached)."""
     detection = Detection(
-        layer="limits", fn=MODEL, count=run.stats().calls + 1, threshold=limit, kind="limit",
-        pattern="max_model_calls", run_id=run.id, call_index=run.stats().calls + 1, action="kill",
+        layer="limits", fn=MODEL, count=made + 1, threshold=limit, kind="limit",
+        pattern="max_model_calls", run_id=run.id, call_index=made + 1, action="kill",
         message=f"This task has used all {limit} model calls it may make (max_model_calls = "
         f"{limit}). Give your final answer with what you have.",
     )

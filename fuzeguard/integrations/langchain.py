@@ -195,7 +195,7 @@ class LoopGuardMiddleware(AgentMiddleware):
 
     def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
         self._warn_guarded(request.tools)
-        ended = self._kill_before(request.messages, request.state)
+        ended = self._kill_before(request.messages, request.state) or self._over_limit(request)
         if ended is None:
             response = handler(request)
             ended = self._judged(request, response)
@@ -210,7 +210,7 @@ class LoopGuardMiddleware(AgentMiddleware):
 
     async def awrap_model_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
         self._warn_guarded(request.tools)
-        ended = self._kill_before(request.messages, request.state)
+        ended = self._kill_before(request.messages, request.state) or self._over_limit(request)
         if ended is None:
             response = await handler(request)
             ended = self._judged(request, response)
@@ -239,6 +239,16 @@ class LoopGuardMiddleware(AgentMiddleware):
             rejected=bool(bad) or any(name not in offered for name, _ in calls),
             final=not calls and not bad, tokens=usage.get("total_tokens") if usage else None,
         )
+        return self._ending(run, detection)
+
+    def _over_limit(self, request: Any) -> Detection | None:
+        """Before the model call: ``max_model_calls`` reached ends the agent instead."""
+        run = self._run_of(request.state) or current_run()
+        return self._ending(run, self.model_calls.over_limit(run))
+
+    def _ending(self, run: Run, detection: Detection | None) -> Detection | None:
+        """A model-call detection as ``exit_behavior`` takes it: returned (the agent ends),
+        raised, or dropped (``"continue"``)."""
         if detection is None or self.exit_behavior == "continue":
             return None
         if self.exit_behavior == "error":

@@ -11,8 +11,11 @@ text result carries a short note for the model (any other result, a ``ToolReturn
 ``output``: the model's own, asked once in one request without tools, with the detection's
 message as the reason (``wrap_up=True``, the default, within ``wrap_up_timeout`` seconds), or the
 canned one (``wrap_up=False``, or when the model fails, is late or asks for a tool again); no
-tool runs after the kill. ``exit_behavior="error"`` raises ``LoopDetected`` instead. To make the
-runs of one conversation one run: ``with conversations.run_for(conversation_id): agent.run_sync(...)``
+tool runs after the kill. ``exit_behavior="error"`` raises ``LoopDetected`` instead. The
+capability records each model response too (``_model_calls``): a model that keeps asking for a
+tool the agent does not have, or that reaches ``max_model_calls`` (off by default), ends the run
+the same way. To make the runs of one conversation one run:
+``with conversations.run_for(conversation_id): agent.run_sync(...)``
 (``fuzeguard.integrations.KeyedRuns``).
 
 ``Agent(model, toolsets=[loop_guard(FunctionToolset([search, fetch]), on_loop="skip")])`` guards one
@@ -32,7 +35,14 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic_ai import RunContext, ToolReturn
 from pydantic_ai.capabilities import AbstractCapability
-from pydantic_ai.messages import ModelRequest, ModelResponse, ToolReturnPart, UserPromptPart
+from pydantic_ai.messages import (
+    ModelRequest,
+    ModelResponse,
+    RetryPromptPart,
+    TextPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
 from pydantic_ai.models import Model, ModelRequestParameters
 from pydantic_ai.run import AgentRunResult
 from pydantic_ai.toolsets import AbstractToolset, WrapperToolset
@@ -49,6 +59,7 @@ from fuzeguard.integrations._calls import (
     wrap_up_request,
 )
 from fuzeguard.integrations._calls import exit_behavior as exit_behavior_of
+from fuzeguard.integrations._model_calls import ModelCalls
 from fuzeguard.integrations._runs import InvocationRuns, invocation, invocation_run, open_run, within
 from fuzeguard.integrations._wrap_up import DEFAULT_TIMEOUT, WrapUp, answer
 
@@ -120,14 +131,17 @@ class LoopGuard(AbstractCapability[Any]):
     Options are those of ``guard()`` (``on_loop``, thresholds, ``on_detect``...), applied to each
     tool by its name, plus ``exit_behavior`` (``"end"``: a kill ends the run with a final answer
     as its output; ``"error"``: it raises ``LoopDetected``), ``wrap_up`` and ``wrap_up_timeout``
-    (whether that answer is the model's own, see the module docstring). Don't also ``guard()`` the tools'
-    functions or wrap them with ``loop_guard()``: each call would count twice.
+    (whether that answer is the model's own, see the module docstring) and ``max_model_calls``.
+    Don't also ``guard()`` the tools' functions or wrap them with ``loop_guard()``: each call
+    would count twice.
     """
 
     def __init__(self, *, exit_behavior: ExitBehavior = "end", wrap_up: bool = True,
-                 wrap_up_timeout: float = DEFAULT_TIMEOUT, **options: Unpack[ToolOptions]) -> None:
+                 wrap_up_timeout: float = DEFAULT_TIMEOUT, max_model_calls: int | None = None,
+                 **options: Unpack[ToolOptions]) -> None:
         self.exit_behavior = exit_behavior_of(exit_behavior)
         self.wrap_up = WrapUp(wrap_up, wrap_up_timeout)
+        self.model_calls = ModelCalls(max_model_calls)
         self.calls = ToolCalls(**options)
         self._exchange: list[Any] = []  # the run's last model request and response (for_run)
 
@@ -148,24 +162,59 @@ class LoopGuard(AbstractCapability[Any]):
         run = invocation_run()
         if run is not None:
             run.end_turn()  # the ladder steps once per model turn
-        self._exchange = list(request_context.messages)
+        messages = request_context.messages
+        self._exchange = list(messages)
+        current = open_run()
+        if current is None:
+            return request_context
+        retried = _retried(messages, request_context.model_request_parameters.tool_defs)
+        detection = self.model_calls.rejection(current, retried) if retried else None
+        detection = detection or self.model_calls.over_limit(current)
+        if detection is not None:  # ended by on_run_error, as a kill
+            raise LoopDetected(detection, self.model_calls.run_of(current).stats())
         return request_context
 
     async def after_model_request(self, ctx: RunContext[Any], *, request_context: Any,
                                   response: ModelResponse) -> ModelResponse:
         self._exchange = [*request_context.messages, response]
-        return response
+        run = open_run()
+        if run is None:
+            return response
+        offered = set(request_context.model_request_parameters.tool_defs)
+        calls = [(call.tool_name, call.args) for call in response.tool_calls]
+        usage = getattr(response, "usage", None)
+        detection = self.model_calls.record(
+            run, calls, None if calls else response.text,
+            rejected=any(name not in offered for name, _ in calls), final=not calls,
+            tokens=getattr(usage, "total_tokens", None),
+        )
+        if detection is None:
+            return response
+        if self.exit_behavior == "error":
+            raise LoopDetected(detection, self.model_calls.run_of(run).stats())
+        # The looping response is dropped: the run ends with the final answer as its text.
+        self._exchange = list(request_context.messages)
+        return ModelResponse(parts=[TextPart(await self._final(ctx, detection))])
 
-    async def on_run_error(self, ctx: RunContext[Any], *, error: BaseException) -> AgentRunResult[Any]:
-        if not isinstance(error, LoopDetected) or self.exit_behavior != "end":
-            raise error
-        detection = error.detection
+    async def _final(self, ctx: RunContext[Any], detection: Detection) -> str:
+        """The final answer after a kill: the model's own (``wrap_up``) or the canned one."""
         written = None
         if self.wrap_up.enabled:
             history = self._exchange or ctx.messages
             reply = await self.wrap_up.aask(detection, lambda: _ask_final(ctx, history, detection))
             written = _written(reply)
-        return AgentRunResult(output=answer(detection, written))
+        return answer(detection, written)
+
+    async def after_run(self, ctx: RunContext[Any], *, result: Any) -> Any:
+        run = open_run()
+        if run is not None:
+            self.model_calls.close(run)
+        return result
+
+    async def on_run_error(self, ctx: RunContext[Any], *, error: BaseException) -> AgentRunResult[Any]:
+        if not isinstance(error, LoopDetected) or self.exit_behavior != "end":
+            raise error
+        return AgentRunResult(output=await self._final(ctx, error.detection))
 
 
 async def _ask_final(ctx: RunContext[Any], history: list[Any], detection: Detection) -> ModelResponse:
@@ -185,6 +234,20 @@ async def _ask_final(ctx: RunContext[Any], history: list[Any], detection: Detect
     settings: Any = ctx.model_settings if isinstance(ctx.model_settings, dict) else None
     parameters = ModelRequestParameters(function_tools=[], allow_text_output=True, output_mode="text")
     return await model.request([*history, ModelRequest(parts=parts)], settings, parameters)
+
+
+def _retried(messages: list[Any], offered: Any) -> list[tuple[str, Any]]:
+    """The calls of the model's last response to tools it was ``offered`` that Pydantic AI sent
+    back for a retry (invalid arguments), as the request now being made answers them (a call to
+    a tool not offered was judged as rejected when the response came)."""
+    if len(messages) < 2 or not isinstance(messages[-2], ModelResponse):
+        return []
+    asked = {call.tool_call_id: (call.tool_name, call.args) for call in messages[-2].tool_calls
+             if call.tool_name in offered}
+    return [asked[part.tool_call_id] for part in getattr(messages[-1], "parts", ())
+            if part.tool_call_id in asked and (
+                isinstance(part, RetryPromptPart)
+                or getattr(part, "outcome", None) == "retried")]
 
 
 def _written(reply: ModelResponse | None) -> str | None:
