@@ -526,3 +526,40 @@ def test_model_calls_are_traced_and_fuze_replay_judges_them_alike(
     done = subprocess.run([sys.executable, "-m", "fuzeguard", "replay", str(folder)],
                           capture_output=True, text=True, timeout=120)
     assert "model.rejected" in done.stdout and "dedup" in done.stdout, done.stdout + done.stderr
+
+
+class Delegating(StuckModel):
+    """An outer agent's model: asks its ``research`` tool (an inner agent) once, then answers
+    with what it got back."""
+
+    def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None,
+                  **kwargs: Any) -> ChatResult:
+        self.turns += 1
+        last = messages[-1]
+        if isinstance(last, ToolMessage):
+            return ChatResult(generations=[ChatGeneration(message=AIMessage(f"outer: {last.content}"))])
+        call = {"name": "research", "args": {"topic": "laptops"}, "id": "r1"}
+        return ChatResult(generations=[ChatGeneration(message=AIMessage("", tool_calls=[call]))])
+
+
+def test_an_inner_agent_with_its_own_middleware_is_ended_in_a_child_run_and_the_outer_goes_on() -> None:
+    """An agent used as a tool is guarded when it has the middleware itself (the outer
+    middleware cannot reach into a graph that a tool function invokes): its loop is ended in a
+    run of its own (a child of the outer invocation's, by ``_runs``' rules), and the outer agent
+    answers with the inner agent's final answer."""
+    tally = Tally()
+    inner_model = StuckModel(variant="same", shown=[], wrap_up=WRAP_UP)
+    inner = create_agent(inner_model, tools(tally), middleware=[LoopGuardMiddleware()])
+
+    def research(topic: str) -> str:
+        """Research a topic with the research agent."""
+        state = inner.invoke({"messages": [("user", f"research {topic}")]}, LIMIT)
+        return str(state["messages"][-1].content)
+
+    outer = create_agent(Delegating(shown=[]), [research], middleware=[LoopGuardMiddleware()])
+    with capture_logs() as logs:
+        state = outer.invoke({"messages": [("user", "find me a laptop")]}, LIMIT)
+    assert state["messages"][-1].content == f"outer: {WRAP_UP}"
+    assert tally.runs["search"] == 2
+    killed = [e for e in logs if e["event"] == "fuzeguard.run_killed"]
+    assert [e["fn"] for e in killed] == ["search"]  # the inner run; the outer one goes on
