@@ -21,7 +21,16 @@ import fuzeguard
 from fuzeguard import LoopDetected, guard
 from fuzeguard.integrations.langchain import LoopGuardMiddleware
 from fuzeguard.testing import capture_detections
-from tests.stuck_agents import ACTIONS, VARIANTS, Tally, check_run, script, tools
+from tests.stuck_agents import (
+    ACTIONS,
+    VARIANTS,
+    WRAP_UP,
+    Tally,
+    check_run,
+    lookup,
+    script,
+    tools,
+)
 
 
 class StuckModel(BaseChatModel):
@@ -109,9 +118,6 @@ def test_a_kill_ends_the_agent_with_a_final_message_and_no_further_tool_run() ->
     assert isinstance(refused, ToolMessage) and refused.status == "error"
     assert refused.content.startswith("You called `search` with the same arguments 3 times")
     assert final.content.startswith("Stopped: the agent was looping (dedup at tool call 3")
-
-
-WRAP_UP = "I found the ThinkPad X1 three times over; I could not compare prices."
 
 
 @pytest.mark.parametrize("use_async", [False, True])
@@ -429,34 +435,13 @@ class ModelLoop(StuckModel):
             "unknown": [("web_browse", {"url": "https://shop.example/laptops"})],
             "invalid": [("search", {"terms": "laptops"})],
             "batch": [("tool_a", {"query": "laptops"}), ("tool_b", {"query": "laptops"})],
-            "legit": [("lookup", {"key": f"model-{turn}"})],
+            "legit": [("lookup", {"index": turn - 1})],
         }[self.kind]
         if self.kind == "legit" and turn > 12:
             return ChatResult(generations=[ChatGeneration(message=AIMessage("12 models compared"))])
         message = AIMessage("", tool_calls=[{"name": n, "args": a, "id": f"c{turn}-{k}"}
                                             for k, (n, a) in enumerate(calls)])
         return ChatResult(generations=[ChatGeneration(message=message)])
-
-
-SPECS = [
-    "ThinkPad X1 Carbon: carbon-fibre lid, matte screen, excellent keyboard",
-    "MacBook Air: fanless aluminium unibody, glossy display, long battery",
-    "Dell XPS 13: edge-to-edge panel, haptic touch row, slim chassis",
-    "Framework Laptop: repairable modules, swappable ports, open firmware",
-    "Surface Laptop: alcantara palm rest, touchscreen, tall aspect ratio",
-    "Zenbook Duo: second screen above keyboard, detachable stand",
-    "Spectre x360: convertible hinge, pen support, gem-cut edges",
-    "Razer Blade: gaming graphics card, vapour chamber cooling, rgb lighting",
-    "Chromebook Plus: cloud-first system, lightweight plastic, low price",
-    "Legion Pro: tournament-grade refresh rate, mechanical-feel keys",
-    "Gram 17: featherweight magnesium body despite large seventeen inch screen",
-    "Pixelbook Go: ribbed underside grip, quiet hush keys, simple design",
-]
-
-
-def lookup(key: str) -> str:
-    """Look up one laptop model's specification."""
-    return SPECS[int(key.split("-")[1]) - 1]
 
 
 def _model_loop(kind: str, **options: Any) -> tuple[str, int, Tally, list[dict[str, Any]]]:

@@ -17,7 +17,16 @@ import fuzeguard
 from fuzeguard import LoopDetected
 from fuzeguard.events import CallCompleted
 from fuzeguard.integrations.openai_agents import LoopGuard
-from tests.stuck_agents import ACTIONS, VARIANTS, Tally, check_run, script, tools
+from tests.stuck_agents import (
+    ACTIONS,
+    VARIANTS,
+    WRAP_UP,
+    Tally,
+    check_run,
+    lookup,
+    script,
+    tools,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -111,9 +120,6 @@ def test_a_kill_ends_runner_run_with_a_final_output_and_no_further_model_turn() 
     # Asked once more, with no tool, for a final answer: this model asks for a tool again, so
     # the run ends with the canned answer, and no tool runs.
     assert tally.total == 2 and model.turns == 4 and model.offered[-1] == []
-
-
-WRAP_UP = "I found the ThinkPad X1 three times over; I could not compare prices."
 
 
 def test_after_a_kill_the_final_output_is_the_models_own_answer_written_without_tools() -> None:
@@ -353,3 +359,66 @@ def test_the_ladder_steps_once_per_model_turn_for_parallel_identical_calls() -> 
     # turn 1's third call warns; turn 2's three calls are one step (skip); turn 3 is killed
     assert loops == ["warn"] + ["skip"] * 3 + ["kill"]
     assert tally.total == 3 and output.startswith("Stopped: the agent was looping")
+
+
+
+class ModelLoop(StuckModel):
+    """``invalid`` asks for ``search`` with an argument it does not take, ``batch`` for the same
+    two calls every turn, ``legit`` looks up 12 different laptops, then answers; asked for a
+    final answer (no tool offered), it answers ``WRAP_UP``. (An unknown tool is not a loop
+    here: the SDK raises ``ModelBehaviorError`` at the first one.)"""
+
+    async def get_response(self, system_instructions: Any, input: Any, model_settings: Any,
+                           tools: Any, output_schema: Any, handoffs: Any, tracing: Any,
+                           **kwargs: Any) -> ModelResponse:
+        self.turns += 1
+        turn = self.turns
+        if not tools:
+            return ModelResponse(output=[_message(WRAP_UP)], usage=Usage(), response_id=None)
+        if self.variant == "legit" and turn > 12:
+            return ModelResponse(output=[_message("12 laptops compared")], usage=Usage(),
+                                 response_id=None)
+        calls = {
+            "invalid": [("search", {"terms": "laptops"})],
+            "batch": [("tool_a", {"query": "laptops"}), ("tool_b", {"query": "laptops"})],
+            "legit": [("lookup", {"index": turn - 1})],
+        }[self.variant]
+        output = [ResponseFunctionToolCall(id=f"c{turn}-{k}", call_id=f"c{turn}-{k}",
+                                           type="function_call", name=name, arguments=json.dumps(args))
+                  for k, (name, args) in enumerate(calls)]
+        return ModelResponse(output=output, usage=Usage(), response_id=None)
+
+
+def _model_loop(kind: str, **options: Any) -> tuple[Any, int, Tally, list[dict[str, Any]]]:
+    tally = Tally()
+    model = ModelLoop(kind)
+    agent = Agent(name="shopper", model=model,
+                  tools=[function_tool(f) for f in [*tools(tally), lookup]])
+    LoopGuard(**options).protect(agent)
+    with capture_logs() as logs:
+        output = asyncio.run(Runner.run(agent, "find me a laptop", max_turns=30)).final_output
+    return output, model.turns, tally, logs
+
+
+def test_a_model_that_keeps_calling_a_tool_with_invalid_arguments_is_ended_with_an_answer() -> None:
+    output, calls, tally, _ = _model_loop("invalid")
+    assert output == WRAP_UP and calls <= 8 and tally.total == 0
+
+
+def test_the_same_batch_of_two_calls_every_turn_is_ended_within_six_model_calls() -> None:
+    output, calls, tally, _ = _model_loop("batch")
+    assert output == WRAP_UP and calls <= 6
+    assert tally.runs == {"tool_a": 2, "tool_b": 2}
+
+
+def test_a_legitimate_twelve_turn_run_with_distinct_calls_is_answered_normally() -> None:
+    output, calls, _, logs = _model_loop("legit")
+    assert output == "12 laptops compared" and calls == 13
+    assert not [e for e in logs if e["event"] in ("fuzeguard.run_killed", "fuzeguard.loop_detected")]
+
+
+def test_max_model_calls_ends_the_run_after_the_tool_step_instead_of_the_next_model_call() -> None:
+    output, calls, _, logs = _model_loop("legit", max_model_calls=5)
+    assert output == WRAP_UP and calls == 6  # 5, then the final answer's (the 6th not made)
+    (limit,) = [e for e in logs if e["event"] == "fuzeguard.limit_reached"]
+    assert limit["run_name"] == "openai-agents-run/model" and limit["call_index"] == 6

@@ -24,7 +24,7 @@ from structlog.testing import capture_logs
 import fuzeguard
 from fuzeguard import LoopDetected
 from fuzeguard.integrations.pydantic_ai import LoopGuard, LoopGuardToolset, loop_guard
-from tests.stuck_agents import ACTIONS, VARIANTS, Tally, check_run, script, tools
+from tests.stuck_agents import ACTIONS, VARIANTS, WRAP_UP, Tally, check_run, lookup, script, tools
 
 
 class Stuck:
@@ -169,7 +169,7 @@ def test_the_capability_guards_decorator_and_tools_argument_tools_and_ends_a_kil
 class WrapsUp(Stuck):
     """A stuck model that, asked for a final answer, writes one: and says what it was offered."""
 
-    answer = "I found the ThinkPad X1 three times over; I could not compare prices."
+    answer = WRAP_UP
 
     def __init__(self, variant: str) -> None:
         super().__init__(variant)
@@ -245,15 +245,6 @@ def test_the_toolset_alone_judges_each_run_in_a_run_of_its_own() -> None:
     assert answers == [f"answer to r{i}: 3 results for laptops" for i in range(5)]
 
 
-LAPTOPS = [f"{name}: {detail}" for name, detail in [
-    ("ThinkPad X1", "carbon-fibre lid, matte screen"), ("MacBook Air", "fanless aluminium body"),
-    ("XPS 13", "edge-to-edge panel, haptic row"), ("Framework", "repairable swappable modules"),
-    ("Surface", "alcantara palm rest, touchscreen"), ("Zenbook Duo", "second screen above keys"),
-    ("Spectre", "convertible hinge with pen"), ("Blade", "gaming graphics, vapour cooling"),
-    ("Chromebook", "cloud-first, lightweight plastic"), ("Legion", "tournament refresh rate"),
-    ("Gram 17", "featherweight magnesium, large display"), ("Pixelbook", "ribbed grip, hush keys"),
-]]
-
 
 class ModelLoop:
     """A model that loops without a tool ever doing anything new: ``unknown`` asks for a tool
@@ -284,11 +275,6 @@ class ModelLoop:
 def _model_loop(kind: str, **options: object) -> tuple[str, int, Tally, list[dict[str, object]]]:
     tally = Tally()
     model = ModelLoop(kind)
-
-    def lookup(index: int) -> str:
-        """Look up one laptop's specification."""
-        return LAPTOPS[index]
-
     agent: Agent[None, str] = Agent(FunctionModel(model), tools=[*tools(tally), lookup],
                                     capabilities=[LoopGuard(**options)], retries=5)  # type: ignore[arg-type]
     with capture_logs() as logs:

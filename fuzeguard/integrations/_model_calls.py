@@ -67,6 +67,7 @@ class ModelCalls:
         self._judged = ToolCalls(on_loop="kill", layers=["dedup", "cycle"])
         self._runs: weakref.WeakKeyDictionary[Run, Run] = weakref.WeakKeyDictionary()
         self._made: weakref.WeakKeyDictionary[Run, int] = weakref.WeakKeyDictionary()  # calls
+        self._closers: weakref.WeakKeyDictionary[Run, Any] = weakref.WeakKeyDictionary()  # finalize
         self._lock = new_lock()
 
     def run_of(self, run: Run) -> Run:
@@ -77,6 +78,8 @@ class ModelCalls:
                 found = self._runs.get(run)
                 if found is None:
                     found = self._runs[run] = Run(f"{run.name}/{MODEL}", store=None)
+                    # Closed with the invocation's run if no integration hook closes it first.
+                    self._closers[run] = weakref.finalize(run, found.close)
         return found
 
     def record(self, run: Run, calls: Sequence[tuple[str, Any]], text: str | None, *,
@@ -124,9 +127,10 @@ class ModelCalls:
     def close(self, run: Run) -> None:
         """The invocation judged in ``run`` is over: close its model calls' run."""
         with self._lock:
-            found = self._runs.pop(run, None)
-        if found is not None:
-            found.close()
+            self._runs.pop(run, None)
+            closer = self._closers.pop(run, None)
+        if closer is not None:
+            closer()  # closes the model calls' run, once
 
 
 def _told(detection: Detection, calls: Sequence[tuple[str, Any]]) -> Detection:

@@ -12,9 +12,12 @@ A kill answers the call with the stop message and, with ``exit_behavior="end"`` 
 wrapped for it): the model's own final answer (``wrap_up=True``, the default), asked in one model
 call offered no tool and made of the run's last model call, its response, the step's tool
 outputs and a request for a final answer with the detection's message as the reason (``protect``
-adds agent hooks that keep that last call; the agent's own hooks are still called), within
+adds agent hooks that keep that last call, and record each model call, ``_model_calls``; the
+agent's own hooks are still called), within
 ``wrap_up_timeout`` seconds; else the canned final answer (``wrap_up=False``, or when the model
-fails, is late, answers nothing or asks for a tool again). No tool runs after the kill. Calls
+fails, is late, answers nothing or asks for a tool again). No tool runs after the kill. The run
+ends the same way after a tool step when ``max_model_calls`` (off by default) model calls were
+made, instead of the next one. Calls
 allowed in the same step still run and are recorded. A tool shared by agents that different
 guards protect is judged by the guard of the agent calling it (the first that protected that
 agent), so each guard ends its own agents' runs. ``exit_behavior="error"`` raises instead:
@@ -71,6 +74,7 @@ from fuzeguard.integrations._calls import (
 from fuzeguard.integrations._calls import (
     exit_behavior as exit_behavior_of,
 )
+from fuzeguard.integrations._model_calls import ModelCalls
 from fuzeguard.integrations._runs import InvocationRuns, adopt, user_run
 from fuzeguard.integrations._wrap_up import DEFAULT_TIMEOUT, WrapUp, answer
 
@@ -89,13 +93,14 @@ class LoopGuard:
     """Guard the function tools of OpenAI Agents SDK agents against loops.
 
     Options are those of ``guard()`` (``on_loop``, thresholds, ``on_detect``...), applied to each
-    tool by its name, plus ``exit_behavior``, ``wrap_up`` and ``wrap_up_timeout`` (see the module
-    docstring). Don't also ``guard()`` the tools' functions: each
+    tool by its name, plus ``exit_behavior``, ``wrap_up``, ``wrap_up_timeout`` and
+    ``max_model_calls`` (see the module docstring). Don't also ``guard()`` the tools' functions: each
     call would count twice.
     """
 
     def __init__(self, *, exit_behavior: ExitBehavior = "end", wrap_up: bool = True,
-                 wrap_up_timeout: float = DEFAULT_TIMEOUT, **options: Unpack[ToolOptions]) -> None:
+                 wrap_up_timeout: float = DEFAULT_TIMEOUT, max_model_calls: int | None = None,
+                 **options: Unpack[ToolOptions]) -> None:
         self.exit_behavior = exit_behavior_of(exit_behavior)
         self.wrap_up = WrapUp(wrap_up, wrap_up_timeout)
         self.calls = ToolCalls(**options)
@@ -103,6 +108,9 @@ class LoopGuard:
         # Each run's last model call (the agent, its instructions, input and response): what the
         # request for a final answer after a kill is made of.
         self._exchanges: weakref.WeakKeyDictionary[Run, list[Any]] = weakref.WeakKeyDictionary()
+        self.model_calls = ModelCalls(max_model_calls)
+        # A run whose model calls ended it (a repeated rejected call): ended after the tool step.
+        self._ended: weakref.WeakKeyDictionary[Run, Detection] = weakref.WeakKeyDictionary()
         # A call that goes ahead, by its ToolContext (the same object reaches both guardrails).
         self._in_flight: weakref.WeakKeyDictionary[Any, Outcome] = weakref.WeakKeyDictionary()
         self._lock = new_lock()
@@ -126,7 +134,7 @@ class LoopGuard:
             if getattr(current, _OWNER, None) is None:
                 setattr(current, _OWNER, self)  # its tools' calls are this guard's to judge
             self._end_on_kill(current)
-            if self.wrap_up.enabled and not isinstance(current.hooks, _Exchanges):
+            if not isinstance(current.hooks, _Exchanges):
                 current.hooks = _Exchanges(self, current.hooks)
             for tool in current.tools:
                 if isinstance(tool, FunctionTool):
@@ -173,6 +181,22 @@ class LoopGuard:
         run = self.runs.kept(owner, "openai-agents-run")
         run.end_turn()  # turns are marked from the first (see _EndOnKill): one ladder step per turn
         return run
+
+    def _record(self, run: Run, agent: Any, response: Any) -> None:
+        """Record a model call of the run (``_model_calls``); a detection ends the run after the
+        tool step (``_EndOnKill``)."""
+        calls = [(item.name, _arguments(item.arguments)) for item in response.output
+                 if getattr(item, "type", None) == "function_call"]
+        offered = {getattr(tool, "name", None) for tool in agent.tools}
+        text = "".join(ItemHelpers.extract_last_text(item) or "" for item in response.output)
+        usage = getattr(response, "usage", None)
+        detection = self.model_calls.record(
+            run, calls, None if calls else text,
+            rejected=any(name not in offered for name, _ in calls), final=not calls,
+            tokens=getattr(usage, "total_tokens", None),
+        )
+        if detection is not None:
+            self._ended[run] = detection
 
     def _before(self, data: ToolInputGuardrailData) -> ToolGuardrailFunctionOutput:
         owner = getattr(data.agent, _OWNER, None)
@@ -229,7 +253,8 @@ class _EndOnKill:
 
     async def __call__(self, context: Any, results: list[Any]) -> ToolsToFinalOutputResult:
         run = self.guard._run_of(context, create=False)
-        detection = None if run is None else run.killed
+        detection = None if run is None else (
+            run.killed or self.guard._ended.get(run) or self.guard.model_calls.over_limit(run))
         if detection is not None:
             assert run is not None
             exchange = self.guard._exchanges.get(run)
@@ -268,17 +293,19 @@ class _Exchanges(AgentHooks):
         self.inner = inner
 
     async def on_llm_start(self, context: Any, agent: Any, system_prompt: Any, input_items: Any) -> None:
-        run = self.guard._run_of(context, create=False)
+        run = self.guard._run_of(context)  # the run opens at the first model call
         if run is not None:
             self.guard._exchanges[run] = [agent, system_prompt, list(input_items)]
         if self.inner is not None:
             await self.inner.on_llm_start(context, agent, system_prompt, input_items)
 
     async def on_llm_end(self, context: Any, agent: Any, response: Any) -> None:
-        run = self.guard._run_of(context, create=False)
+        run = self.guard._run_of(context)
         exchange = None if run is None else self.guard._exchanges.get(run)
         if exchange is not None and len(exchange) == 3:
             exchange.append(response)
+        if run is not None:
+            self.guard._record(run, agent, response)
         if self.inner is not None:
             await self.inner.on_llm_end(context, agent, response)
 
