@@ -245,7 +245,7 @@ def _retried(messages: list[Any], offered: Any) -> list[tuple[str, Any]]:
     asked = {call.tool_call_id: (call.tool_name, call.args) for call in messages[-2].tool_calls
              if call.tool_name in offered}
     return [asked[part.tool_call_id] for part in getattr(messages[-1], "parts", ())
-            if part.tool_call_id in asked and (
+            if getattr(part, "tool_call_id", None) in asked and (
                 isinstance(part, RetryPromptPart)
                 or getattr(part, "outcome", None) == "retried")]
 
