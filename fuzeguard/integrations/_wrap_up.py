@@ -6,8 +6,9 @@ integration make one more model call, a kill ends the agent with the model's ans
 ``wrap_up_request`` (the detection's message is the reason; no tool is offered, and no tool runs
 after the kill), within ``timeout`` seconds; the canned ``final_answer`` stays the fallback when
 the model fails, takes longer, answers nothing, or asks for a tool again. ``WrapUp(enabled=False)``
-keeps the canned answer (the model is not asked again). The kill's ``LoopDetected`` stays
-available as before.
+keeps the canned answer (the model is not asked again), and so does a kill by a cost or time
+budget (``max_cost``, ``max_duration``: one more model call would go past it). The kill's
+``LoopDetected`` stays available as before.
 """
 
 from __future__ import annotations
@@ -40,6 +41,12 @@ class WrapUp:
                              f"the default is {DEFAULT_TIMEOUT:g}")
         self.enabled = enabled
         self.timeout = float(timeout)
+
+    def wanted(self, detection: Detection) -> bool:
+        """Whether a kill by ``detection`` asks the model for its final answer: not when it is off,
+        nor when a cost or time budget ended the run (one more model call would go past it)."""
+        return self.enabled and not (
+            detection.kind == "limit" and detection.pattern in ("max_cost", "max_duration"))
 
     def ask(self, detection: Detection, call: Callable[[], T]) -> T | None:
         """``call()`` (the model's final answer), in a thread of this context, or None if it

@@ -160,7 +160,7 @@ class _Ending(ChatMiddleware):
         if self.exit_behavior == "error":
             raise LoopDetected(detection, run.stats())
         text = final_answer(detection)
-        if not context.stream and self.wrap_up.enabled:
+        if not context.stream and self.wrap_up.wanted(detection):
             written = await self.wrap_up.aask(detection, lambda: _ask(context, detection, call_next))
             text = answer(detection, written)
         if context.stream:

@@ -79,7 +79,7 @@ class LoopGuard:
     def __init__(self, *, exit_behavior: ExitBehavior = "end", wrap_up: bool = True,
                  **options: Unpack[ToolOptions]) -> None:
         self.exit_behavior = exit_behavior_of(exit_behavior)
-        self.wrap_up = WrapUp(wrap_up).enabled  # CrewAI makes the call: its own timeout holds
+        self.wrap_up = WrapUp(wrap_up)  # CrewAI makes the call: its own timeout holds
         self.calls = ToolCalls(**options)
         self.runs = InvocationRuns()
 
@@ -227,7 +227,7 @@ class LoopGuard:
             return None
         reply = context.response if isinstance(context.response, str) else ""
         asked_for_tool = "Action:" in reply and "Final Answer:" not in reply
-        if self.wrap_up and reply.strip() and not asked_for_tool:
+        if self.wrap_up.wanted(detection) and reply.strip() and not asked_for_tool:
             answer = reply.split("Final Answer:", 1)[-1].strip()
         else:
             answer = final_answer(detection)

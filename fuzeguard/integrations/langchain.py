@@ -203,7 +203,7 @@ class LoopGuardMiddleware(AgentMiddleware):
                 return response
         if isinstance(ended, AIMessage):
             return ended
-        if not self.wrap_up.enabled:
+        if not self.wrap_up.wanted(ended):
             return AIMessage(final_message(ended))
         reply = self.wrap_up.ask(ended, lambda: handler(_asking(request, ended)))
         return AIMessage(answer(ended, _written(reply)))
@@ -218,7 +218,7 @@ class LoopGuardMiddleware(AgentMiddleware):
                 return response
         if isinstance(ended, AIMessage):
             return ended
-        if not self.wrap_up.enabled:
+        if not self.wrap_up.wanted(ended):
             return AIMessage(final_message(ended))
         reply = await self.wrap_up.aask(ended, lambda: handler(_asking(request, ended)))
         return AIMessage(answer(ended, _written(reply)))

@@ -259,7 +259,7 @@ class _EndOnKill:
             assert run is not None
             exchange = self.guard._exchanges.get(run)
             written = None
-            if self.guard.wrap_up.enabled and exchange is not None and len(exchange) == 4:
+            if self.guard.wrap_up.wanted(detection) and exchange is not None and len(exchange) == 4:
                 written = await self.guard.wrap_up.aask(
                     detection, lambda: _ask_final(exchange, results, detection))
             return ToolsToFinalOutputResult(is_final_output=True,

@@ -199,7 +199,7 @@ class LoopGuard(AbstractCapability[Any]):
     async def _final(self, ctx: RunContext[Any], detection: Detection) -> str:
         """The final answer after a kill: the model's own (``wrap_up``) or the canned one."""
         written = None
-        if self.wrap_up.enabled:
+        if self.wrap_up.wanted(detection):
             history = self._exchange or ctx.messages
             reply = await self.wrap_up.aask(detection, lambda: _ask_final(ctx, history, detection))
             written = _written(reply)

@@ -149,7 +149,7 @@ class LoopGuard:
         final answer (``provide_final_answer``, what it asks at ``max_steps``: the agent's memory,
         no tool), the task followed by the request with the detection's message as the reason
         (``wrap_up``); else the canned one."""
-        if not self.wrap_up.enabled or not hasattr(agent, "provide_final_answer"):
+        if not self.wrap_up.wanted(detection) or not hasattr(agent, "provide_final_answer"):
             return final_answer(detection)
         task = f"{getattr(agent, 'task', '') or ''}\n\n{wrap_up_request(detection)}".strip()
         reply = self.wrap_up.ask(detection, lambda: agent.provide_final_answer(task))
