@@ -183,14 +183,14 @@ def two_guards() -> dict[str, Any]:
     try:
         with fuzeguard.run("t") as run:
             try:
-                crew.kickoff()
-            except Exception:
-                pass
+                ended = f"returned {crew.kickoff().raw}"
+            except Exception as exc:
+                ended = f"raised {type(exc).__name__}"
             calls = run.stats().calls
     finally:
         first.unregister()
         second.unregister()
-    return {"total": tally.total, "calls": calls}
+    return {"total": tally.total, "calls": calls, "ended": ended}
 
 
 def extra() -> dict[str, Any]:

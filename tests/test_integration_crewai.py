@@ -121,7 +121,10 @@ def test_a_warning_reaches_the_model_as_a_note_on_the_tool_result(measured: dict
 
 
 def test_two_registered_guards_judge_each_call_once(measured: dict[str, Any]) -> None:
+    """And the crew still ends with the model's final answer: the second guard's LLM-call hook
+    does not block the call the first one asked for it in."""
     assert measured["two guards"]["calls"] == measured["kill/same"]["calls"]
+    assert measured["two guards"]["ended"] == f"returned {WRAP_UP} loop"
 
 
 def test_the_ladder_ends_an_alternation_at_its_tenth_call(measured: dict[str, Any]) -> None:

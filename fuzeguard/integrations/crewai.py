@@ -213,6 +213,8 @@ class LoopGuard:
             raise _Killed(detection, run.stats(), run)  # HookAborted: CrewAI lets it through
         request = wrap_up_request(detection)
         messages = context.messages
+        if messages and _text(messages[-1]) == request:
+            return None  # asked for already in this call (another registered guard)
         if any(_text(m) == request for m in messages):
             return False  # the agent's last call after the kill was made: no further one
         messages.append({"role": "user", "content": request})
