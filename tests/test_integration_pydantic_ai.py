@@ -310,3 +310,28 @@ def test_max_model_calls_ends_the_run_at_the_model_call_after_the_limit() -> Non
     assert output == WrapsUp.answer and calls == 6  # 5, then the final answer's (the 6th not made)
     (limit,) = [e for e in logs if e["event"] == "fuzeguard.limit_reached"]
     assert limit["run_name"] == "pydantic-ai-run/model" and limit["call_index"] == 6
+
+
+def test_a_tool_with_guard_on_its_function_is_counted_once_and_its_kill_ends_with_the_answer() -> None:
+    """``@guard`` under ``@agent.tool_plain`` and the capability on the agent: said as the run
+    starts, each call judged once, by the function's guard, and its kill ends the run like the
+    capability's (the model's final answer)."""
+    from fuzeguard import guard
+
+    model = WrapsUp("same")
+    agent: Agent[None, str] = Agent(FunctionModel(model), capabilities=[LoopGuard()])
+    ran: list[str] = []
+
+    @agent.tool_plain
+    @guard
+    def search(query: str) -> str:
+        """Search the web for a query."""
+        ran.append(query)
+        return "3 results for laptops"
+
+    with capture_logs() as logs, fuzeguard.run("task") as run:
+        output = agent.run_sync("find me a laptop").output
+    assert output == WrapsUp.answer
+    assert len(ran) == 2 and run.stats().calls == 2  # not 4: each call counted once
+    (said,) = [e for e in logs if e["event"] == "fuzeguard.guarded_twice"]
+    assert said["fn"] == "search" and "the LoopGuard capability" in said["message"]

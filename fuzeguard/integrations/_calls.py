@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from fuzeguard._private.exceptions import LoopDetected
 from fuzeguard._private.forksafe import new_lock
 from fuzeguard._private.guard import Guard, Pending, Skipped, guard
+from fuzeguard._private.log import emit
 from fuzeguard._private.records import Detection
 
 if TYPE_CHECKING:
@@ -166,6 +167,34 @@ def stop_message(detection: Detection) -> str:
         f"{detection.message} Tool calls in this session are stopped: no tool will run again. "
         "Stop calling tools and answer with what you have."
     )
+
+
+def guarded(fn: Any) -> bool:
+    """Whether ``fn`` is a function wrapped by ``guard()`` (its calls are judged there)."""
+    return isinstance(getattr(fn, "guard", None), Guard)
+
+
+class GuardedTwice:
+    """Says once per tool name that a tool whose function has ``@guard`` is judged by that guard
+    alone under the integration (``fuzeguard.guarded_twice``): each call counted once."""
+
+    def __init__(self, integration: str) -> None:
+        self.integration = integration
+        self._said: set[str] = set()
+        self._lock = new_lock()
+
+    def say(self, name: str) -> None:
+        if name in self._said:
+            return
+        with self._lock:
+            if len(self._said) >= MAX_TOOLS:
+                self._said.clear()
+            self._said.add(name)
+        emit("warning", "fuzeguard.guarded_twice", fn=name,
+             message=f"the tool {name!r} has @guard on its function and the agent has "
+             f"{self.integration}: each call is judged once, by the function's guard and its "
+             "options, and a kill still ends the agent with the integration's final answer. "
+             f"Remove @guard from the function to judge it with {self.integration}'s options")
 
 
 class ToolCalls:

@@ -44,14 +44,14 @@ from typing_extensions import NotRequired
 
 from fuzeguard._private.exceptions import LoopDetected
 from fuzeguard._private.forksafe import new_lock
-from fuzeguard._private.guard import Guard
-from fuzeguard._private.log import emit
 from fuzeguard._private.records import Detection
 from fuzeguard._private.run import Run, current_run
 from fuzeguard.integrations._calls import (
+    GuardedTwice,
     Outcome,
     ToolCalls,
     final_answer,
+    guarded,
     wrap_up_request,
 )
 from fuzeguard.integrations._calls import (
@@ -99,7 +99,7 @@ class LoopGuardMiddleware(AgentMiddleware):
         self.model_calls = ModelCalls(max_model_calls)
         self.calls = ToolCalls(**options)
         self._runs: OrderedDict[str, Run] = OrderedDict()  # the invocations under way, by id
-        self._warned: set[str] = set()  # tools said to have @guard on their function
+        self._guarded_twice = GuardedTwice("LoopGuardMiddleware")
         self._lock = new_lock()
 
     state_schema = GuardState
@@ -260,17 +260,8 @@ class LoopGuardMiddleware(AgentMiddleware):
         a tool whose function has ``@guard`` is judged by that guard, not by the middleware."""
         for tool in tools or ():
             name = getattr(tool, "name", None)
-            if name is None or name in self._warned or not _guarded(tool):
-                continue
-            with self._lock:
-                if len(self._warned) >= MAX_KEYED_RUNS:
-                    self._warned.clear()
-                self._warned.add(name)
-            emit("warning", "fuzeguard.guarded_twice", fn=name,
-                 message=f"the tool {name!r} has @guard on its function and the agent has "
-                 "LoopGuardMiddleware: each call is judged once, by the function's guard and "
-                 "its options, and a kill still ends the agent with the middleware's answer. "
-                 "Remove @guard from the function to judge it with the middleware's options")
+            if name is not None and _guarded(tool):
+                self._guarded_twice.say(name)
 
     def _new_turn(self, state: Any) -> None:
         """A model call starts a turn of the invocation's run: the ladder steps once per turn
@@ -340,8 +331,7 @@ def _written(reply: Any) -> str | None:
 
 def _guarded(tool: Any) -> bool:
     """Whether a LangChain tool runs a function that has ``@guard`` (sync or async)."""
-    return any(isinstance(getattr(getattr(tool, attr, None), "guard", None), Guard)
-               for attr in ("func", "coroutine"))
+    return any(guarded(getattr(tool, attr, None)) for attr in ("func", "coroutine"))
 
 
 def _noted(result: Any, outcome: Outcome) -> Any:

@@ -52,8 +52,10 @@ from fuzeguard._private.exceptions import LoopDetected
 from fuzeguard._private.records import Detection
 from fuzeguard.integrations._calls import (
     ExitBehavior,
+    GuardedTwice,
     Outcome,
     ToolCalls,
+    guarded,
     stop_message,
     with_notes,
     wrap_up_request,
@@ -88,6 +90,9 @@ class LoopGuardToolset(WrapperToolset[Any]):
     async def _call(
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
     ) -> Any:
+        if guarded(_function(tool)):
+            # Judged once, by the function's own guard: its kill ends the run the same way.
+            return await self.wrapped.call_tool(name, tool_args, ctx, tool)
         outcome, result = await self.calls.acall(
             name, tool_args, lambda: self.wrapped.call_tool(name, tool_args, ctx, tool)
         )
@@ -144,8 +149,11 @@ class LoopGuard(AbstractCapability[Any]):
         self.model_calls = ModelCalls(max_model_calls)
         self.calls = ToolCalls(**options)
         self._exchange: list[Any] = []  # the run's last model request and response (for_run)
+        self._guarded_twice = GuardedTwice("the LoopGuard capability")
 
     def get_wrapper_toolset(self, toolset: AbstractToolset[Any]) -> AbstractToolset[Any] | None:
+        for name in _guarded_tools(toolset):  # said as the run starts, before any tool runs
+            self._guarded_twice.say(name)
         return LoopGuardToolset(toolset, self.calls)
 
     async def wrap_run(self, ctx: RunContext[Any], *, handler: Any) -> AgentRunResult[Any]:
@@ -234,6 +242,34 @@ async def _ask_final(ctx: RunContext[Any], history: list[Any], detection: Detect
     settings: Any = ctx.model_settings if isinstance(ctx.model_settings, dict) else None
     parameters = ModelRequestParameters(function_tools=[], allow_text_output=True, output_mode="text")
     return await model.request([*history, ModelRequest(parts=parts)], settings, parameters)
+
+
+def _function(tool: Any) -> Any:
+    """The function a function toolset's tool calls (its schema's; a combined toolset's tool is
+    looked through), or None."""
+    for _ in range(16):  # toolsets nest a few levels at most
+        inner = getattr(tool, "source_tool", None)
+        if inner is None:
+            break
+        tool = inner
+    return getattr(getattr(getattr(tool, "call_func", None), "__self__", None), "function", None)
+
+
+def _guarded_tools(toolset: Any) -> list[str]:
+    """The names of the tools in ``toolset`` (combined and wrapped toolsets looked into) whose
+    function has ``@guard``."""
+    found: list[str] = []
+    todo = [toolset]
+    while todo and len(found) < 1024:
+        current = todo.pop()
+        todo.extend(getattr(current, "toolsets", ()) or ())
+        wrapped = getattr(current, "wrapped", None)
+        if wrapped is not None:
+            todo.append(wrapped)
+        tools = getattr(current, "tools", None)
+        if isinstance(tools, dict):
+            found += [name for name, tool in tools.items() if guarded(getattr(tool, "function", None))]
+    return found
 
 
 def _retried(messages: list[Any], offered: Any) -> list[tuple[str, Any]]:
