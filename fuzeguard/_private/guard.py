@@ -25,6 +25,7 @@ from fuzeguard._private.log import emit
 from fuzeguard._private.names import register, warn_unmatched
 from fuzeguard._private.plan import Plan, build_plan, check_layer_objects
 from fuzeguard._private.records import Call, Decision, Detection
+from fuzeguard._private.registered import registered_by
 from fuzeguard._private.run import (
     DetectHook,
     Run,
@@ -534,6 +535,7 @@ _FRAMEWORKS = {
     "smolagents": "smolagents' @tool (or use fuzeguard.integrations.smolagents)",
     "crewai": "CrewAI's @tool (or use fuzeguard.integrations.crewai)",
     "mcp": "the MCP server's @tool (or use fuzeguard.integrations.mcp)",
+    "fastmcp": "FastMCP's @tool (or use fuzeguard.integrations.mcp)",
 }
 
 
@@ -549,6 +551,11 @@ def _check_guardable(f: Any, where: str) -> None:
                         "next to the function")
     if f is None or not callable(f):
         raise TypeError(f"guard() takes a function, got {f!r}: use @guard or guard(fn, ...)")
+    holder = registered_by(f)
+    if holder is not None:
+        raise TypeError(f"{where}: {f.__name__!r} was registered by a {holder} decorator "
+                        "before @guard wrapped it, so the framework calls the unguarded function: "
+                        f"put @guard under {_FRAMEWORKS[holder]}, next to the function")
 
 
 @overload
