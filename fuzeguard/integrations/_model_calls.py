@@ -64,7 +64,10 @@ class ModelCalls:
                              f"limit), got {max_model_calls!r}")
         self.max_model_calls = max_model_calls
         self._counted = ToolCalls(on_loop="kill", layers=[])
-        self._judged = ToolCalls(on_loop="kill", layers=["dedup", "cycle"])
+        # A rejected call was answered by the framework's own error each time, and a text not
+        # taken as final by the framework's parsing: the model was told every time, so a repeat
+        # persists after it was told (no early warning first).
+        self._judged = ToolCalls(on_loop="kill", layers=["dedup", "cycle"], early_warnings=0)
         self._runs: weakref.WeakKeyDictionary[Run, Run] = weakref.WeakKeyDictionary()
         self._made: weakref.WeakKeyDictionary[Run, int] = weakref.WeakKeyDictionary()  # calls
         self._closers: weakref.WeakKeyDictionary[Run, Any] = weakref.WeakKeyDictionary()  # finalize
