@@ -55,7 +55,7 @@ def test_compare_agrees_with_replaying_under_each_config(
         for trace, result in found.items():
             first = result[side]["first_kill"]
             assert (first["call"] if first else None) == kills.get(trace)
-    assert found["examples/traces/stuck_search.jsonl"]["difference"] == "B stops it 1 call earlier"
+    assert found["examples/traces/stuck_search.jsonl"]["difference"] == "B stops it 2 calls earlier"
 
 
 @pytest.mark.parametrize(

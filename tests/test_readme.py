@@ -18,9 +18,9 @@ def test_readme_quick_start_prints_what_it_claims() -> None:
     with contextlib.redirect_stdout(out):
         exec(compile(code.group(1), "README.md", "exec"), {})
     printed = out.getvalue()
-    assert "stopped by dedup at call 6" in printed
-    assert "4 calls ran, 1 answered by the guard" in printed
-    assert "`stopped by dedup at call 6`" in text and "`4 calls ran, 1 answered by the guard`" in text
+    assert "stopped by dedup at call 7" in printed
+    assert "5 calls ran, 1 answered by the guard" in printed
+    assert "`stopped by dedup at call 7`" in text and "`5 calls ran, 1 answered by the guard`" in text
 
 
 def test_readme_has_the_two_fresh_machine_commands() -> None:

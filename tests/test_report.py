@@ -49,10 +49,10 @@ def test_report_names_the_layer_the_evidence_and_the_lines_that_change_the_outco
 ) -> None:
     out = _report(capsys, monkeypatch, "examples/traces/stuck_search.jsonl", "--config",
                   "examples/traces/live.toml")
-    assert 'Run "stuck_search" was stopped at call 6 by dedup' in out
-    assert out.count("web_search(query='cheapest flight to the moon')") == 6
+    assert 'Run "stuck_search" was stopped at call 7 by dedup' in out
+    assert out.count("web_search(query='cheapest flight to the moon')") == 7
     assert "same as call 1" in out
-    assert "repeat_threshold = 6" in out and 'exempt_from = ["dedup"]' in out
+    assert "repeat_threshold = 7" in out and 'exempt_from = ["dedup"]' in out
 
 
 def test_a_suggested_threshold_really_lets_the_recorded_run_through(
@@ -60,10 +60,10 @@ def test_a_suggested_threshold_really_lets_the_recorded_run_through(
 ) -> None:
     out = _report(capsys, monkeypatch, "examples/traces/stuck_search.jsonl", "--config",
                   "examples/traces/live.toml")
-    assert "repeat_threshold = 6" in out
+    assert "repeat_threshold = 7" in out
     candidate = tmp_path / "candidate.toml"
     candidate.write_text((TRACES / "live.toml").read_text(encoding="utf-8")
-                         + "\n[functions.web_search]\nrepeat_threshold = 6\n", encoding="utf-8")
+                         + "\n[functions.web_search]\nrepeat_threshold = 7\n", encoding="utf-8")
     again = _report(capsys, monkeypatch, "examples/traces/stuck_search.jsonl", "--config",
                     str(candidate))
     assert "was not stopped" in again
@@ -89,7 +89,7 @@ def test_live_run_report_previews_the_repeated_call_with_secrets_redacted() -> N
                 web_search("best laptop 2026", api_key="sk-live-0123456789abcdefghij")
         text = str(caught.value.report())
         assert text == str(run.report())
-    assert 'Run "ticket-4711" was stopped at call 6 by dedup' in text  # warned at 3 and 4
+    assert 'Run "ticket-4711" was stopped at call 7 by dedup' in text  # warned at 3, 4 and 5
     assert "web_search(query='best laptop 2026', api_key='[redacted]')" in text
     assert "sk-live" not in text
     assert "not run: answered by the guard" in text
@@ -107,7 +107,7 @@ def test_live_report_counts_the_cost_the_skipped_calls_saved() -> None:
         for _ in range(10):
             ask("why?")
     report = run.report()
-    assert report.calls == 4 and report.cost == 2.0  # warned at 3 and 4, skipped at 5, killed at 6
+    assert report.calls == 5 and report.cost == 2.5  # warned at 3 to 5, skipped at 6, killed at 7
     assert report.skipped == 1 and report.saved_cost == 0.5
     assert "answered by the guard (cost 0.5)" in report.text()
 
@@ -243,7 +243,7 @@ def test_the_picture_in_docs_stopped_md_is_what_the_script_draws() -> None:
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
     drawn = script.picture()
-    assert drawn.count('class="call"') == 11  # the eleven calls of ping_pong.jsonl
+    assert drawn.count('class="call"') == 10  # the ten calls of ping_pong.jsonl
     assert script.PICTURE.read_text(encoding="utf-8") == drawn, (
         "docs/images/stop-timeline.svg is stale: run python scripts/gen_report_docs.py"
     )
@@ -260,7 +260,7 @@ def test_a_live_runs_report_draws_one_mark_per_call_it_holds() -> None:
             fetch("https://example.com/b")
     found = _Marks()
     found.feed(run.report().html())
-    assert [m["data-index"] for m in found.marks] == [str(i) for i in range(1, 8)]
+    assert [m["data-index"] for m in found.marks] == [str(i) for i in range(1, 7)]
     assert [m["data-action"] for m in found.marks][-3:] == ["warn", "skip", "kill"]
 
 
