@@ -93,15 +93,16 @@ def test_a_run_resumed_and_killed_again_counts_as_one_run_killed(
     other = guard(lambda q: f"x{q}", name="other")
     trace = tmp_path / "resumed.jsonl"
     with structlog.testing.capture_logs(), fuzeguard.run("t", trace=str(trace)) as run:
-        for k in range(3):
+        for k in range(3):  # killed at the 5th identical call, then at the 3rd: "none" again
             try:
-                for _ in range(4):
+                for _ in range(5):
                     lookup(f"same{k}")
             except fuzeguard.LoopDetected:
                 run.resume(extra_calls=5, note="go on")
         other(1)
     _, out, _ = _run(capsys, monkeypatch, str(trace))
-    assert "3 detections" in out and "1 run killed." in out
+    assert out.count("run killed at call") == 3
+    assert "5 detections" in out and "1 run killed." in out
     live = tmp_path / "live.toml"
     live.write_text("", encoding="utf-8")
     _, out, _ = _run(capsys, monkeypatch, str(trace), "--compare", str(live), str(live),
