@@ -29,7 +29,7 @@ class Trace:
     lines: list[dict[str, Any]]
     best_flag: int | None = None  # None: legitimate work
     best_stop: int | None = None
-    graded_stop: int | None = None  # later than best_stop on purpose, the reason in source
+    graded_stop: int | None = None  # later than best_stop on purpose, the reason said beside it
 
 
 class ToolError(Exception):
@@ -75,10 +75,11 @@ def hermes_terminal_retry() -> Trace:
     lines = [{"fn": "terminal", "args": {"command": "npm run build"},
               "error": "Command 'npm run build' returned non-zero exit status 1: "
                        "Module not found: Error: Can't resolve 'react-dom'"} for _ in range(20)]
+    # Stopped one call later than Hermes on purpose: a streak is certain at its 5th identical
+    # call, shorter ones are warned (an agent often re-runs a step three or four times, then
+    # changes approach).
     return Trace("hermes-terminal-retry", "OpenFang loop guard: same hash 3 times (flag at 3); "
-                 "Hermes proposal blocks after the warnings (at 4); graded: a streak is certain at "
-                 "its 5th identical call, shorter ones are warned (an agent often re-runs a step "
-                 "three or four times, then changes approach)", lines, best_flag=3, best_stop=4,
+                 "Hermes proposal blocks after the warnings", lines, best_flag=3, best_stop=4,
                  graded_stop=5)
 
 
