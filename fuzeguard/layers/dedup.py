@@ -386,7 +386,7 @@ class Dedup(LayerSettings):
             kind=kind,
             evidence=evidence,
             pattern=(call.fn, "alike") if alike else call.args_fp,
-            message=_message(call, count, "warning" if evidence == "weak" else kind, key, alike),
+            message=_message(call, count, kind, key, alike),
         )
 
 
