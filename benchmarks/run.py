@@ -92,7 +92,11 @@ NOTES = """\
   their calls) and redis-server's, over the calls: unlike the throughput, it does not depend on
   what else the machine runs, and the cores divided by it is the most these calls can reach on
   idle cores. Every worker applies every other worker's events to its copy of the run, so a run
-  shared by 16 processes costs about 16 times the reading of one call's events per call.
+  shared by 16 processes costs about 16 times the reading of one call's events per call. The
+  limit of the same machine is measured in the same run: as many processes, released the same
+  way, each making as many round trips with a bare redis-py client (`INCR`, one key per run);
+  the guarded CPU per call over the bare client's is the ratio with a target, the median over
+  three turns of the two.
 - **Verdicts**: known loops (Fuze dedup, argument spellings, result-aware polling, iteration cap,
   run limit) must still be caught exactly as before, and fingerprints computed before the hot path
   was optimized must still match.
