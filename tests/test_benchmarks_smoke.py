@@ -100,6 +100,7 @@ def test_the_comparison_with_another_revision_runs_each_tree_it_names(tmp_path: 
     assert names == ["HEAD", "HEAD + comment.diff", "this checkout"]
     for line in done.stdout.splitlines():
         assert all(f"{workload} " in line for workload in ("int", "text", "rotation")), line
+        assert "/ agentguard's three guards'" in line, line
     patch.write_text(patch.read_text(encoding="utf-8").replace("__init__.py", "missing.py"),
                      encoding="utf-8")
     broken = subprocess.run([*command, "--patch", str(patch)], capture_output=True, text=True,
