@@ -77,7 +77,8 @@ def once(calls: int, repeats: int) -> dict[str, float]:
             for name, value in t.items() if not name.startswith("bare ")}
 
 
-def measure(quick: bool) -> list[Row]:
+def measure(quick: bool, facts: dict[str, float] | None = None) -> list[Row]:
+    """The section's rows; ``facts`` (if given) gets the rotation's three ratios by name."""
     calls, repeats, runs = (1_000, 3, 1) if quick else (10_000, 9, RUNS)
     results = []
     for _ in range(runs):
@@ -89,8 +90,10 @@ def measure(quick: bool) -> list[Row]:
             raise RuntimeError(f"peer_ratios.py --once failed: {done.stderr[-2000:]}")
         results.append(json.loads(done.stdout))
     rows = []
+    found: dict[str, float] = {}
     for name in WORKLOADS:
         ratio = statistics.median(r[f"fuzeguard {name}"] / r[f"agentguard {name}"] for r in results)
+        found[name] = ratio
         ours = statistics.median(r[f"fuzeguard {name}"] for r in results)
         theirs = statistics.median(r[f"agentguard {name}"] for r in results)
         rows.append(Row(
@@ -105,11 +108,14 @@ def measure(quick: bool) -> list[Row]:
                         "against the window's)")):
         ratio = statistics.median(r[f"fuzeguard rotation, {part}"] / r["agentguard rotation"]
                                   for r in results)
+        found[f"rotation, {part}"] = ratio
         ours = statistics.median(r[f"fuzeguard rotation, {part}"] for r in results)
         rows.append(Row(SECTION, f"the rotation with {what} / agentguard's three guards'",
                         f"{ratio:.2f}x  ({us(ours)} / {us(theirs)})"))
     rows.append(Row(SECTION, "runs (fresh processes) the medians are taken over; calls per "
                     "batch, interleaved repeats per run", f"{runs}; {calls:,}, {repeats}"))
+    if facts is not None:
+        facts.update(found)
     return rows
 
 
