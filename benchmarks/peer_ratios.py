@@ -28,7 +28,7 @@ import sys
 
 import overhead
 import peers
-from _common import Row, median, per_call, queries, text, us
+from _common import Row, median, per_call, queries, show, text, us
 
 from fuzeguard import guard
 
@@ -125,9 +125,7 @@ def main(argv: list[str]) -> int:
         return 0
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small counts, one run")
-    options = parser.parse_args(argv)
-    for row in measure(options.quick):
-        print(f"{row.name}: {row.value} {row.verdict}".rstrip())
+    show(measure(parser.parse_args(argv).quick))
     return 0
 
 

@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from _common import Row, median, queries
+from _common import Row, median, queries, show
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))  # the tests' redis-server starter
@@ -225,9 +225,7 @@ def main(argv: list[str]) -> int:
         return 0
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
-    options = parser.parse_args(argv)
-    for row in measure(options.quick):
-        print(f"{row.name}: {row.value} {row.verdict}".rstrip())
+    show(measure(parser.parse_args(argv).quick))
     return 0
 
 
