@@ -47,6 +47,12 @@ class Row:
         return "yes" if self.met else "**no**"
 
 
+def show(rows: Iterable[Row]) -> None:
+    """Print ``rows`` as a script run on its own does: ``name: value`` and the verdict."""
+    for row in rows:
+        print(f"{row.name}: {row.value} {row.verdict}".rstrip())
+
+
 def queries(n: int, seed: int, words: int = 5) -> list[str]:
     """``n`` distinct short search queries made of random words (dissimilar to each other)."""
     rng = random.Random(seed)

@@ -8,10 +8,11 @@ Each code tree (``REV`` as ``git archive`` gives it, the same with the patch app
 ``git apply``, and this checkout) runs the overhead section's three workloads (``overhead.py``:
 one tool returning an int, one tool of an acknowledging kind returning a short text, a rotation of
 three read/search tools; default layers, the iteration count checked only) in a fresh process of
-its own, which measures the floor too, so that each ratio is taken in one process. The trees take
-turns, round after round; each figure printed is the median over the rounds of the guarded
-overhead / floor, with the median floor in microseconds. Nothing is written anywhere but a
-temporary directory.
+its own, which measures the floor and agentguard's three guards on the same calls too
+(``peer_ratios.py``), so that each ratio is taken in one process. The trees take turns, round
+after round; each figure printed is the median over the rounds of the guarded overhead / floor,
+with the median floor in microseconds, and of the guarded overhead / agentguard's. Nothing is
+written anywhere but a temporary directory.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ _DRIVER = r"""
 import json, sys
 tree, here, calls, repeats = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 sys.path[:0] = [tree, here]
-import overhead
+import overhead, peer_ratios, peers
 from _common import floor_batch, median, per_call, queries, text
 from fuzeguard import guard
 
@@ -44,6 +45,8 @@ for name, tools in (("int", (overhead.count,)), ("text", (overhead.convert,)),
                     ("rotation", overhead.ROTATION)):
     variants[name] = overhead._batch(tuple(guard(f, **overhead.HIGH_CAP) for f in tools), qs)
     variants["bare " + name] = overhead._bare(tools, qs)
+    variants["agentguard " + name] = overhead._bare(tuple(
+        peers.agentguard_stacked(f, max_tool_repeats=peer_ratios.ABOVE_WINDOW) for f in tools), qs)
 for fn in variants.values():
     fn()
 samples = {name: [] for name in variants}
@@ -52,6 +55,8 @@ for _ in range(repeats):
         samples[name].append(per_call(fn, calls))
 t = {name: median(values) for name, values in samples.items()}
 out = {name: (t[name] - t["bare " + name]) / t["floor"] for name in ("int", "text", "rotation")}
+out.update({"agentguard " + name: (t[name] - t["bare " + name])
+            / (t["agentguard " + name] - t["bare " + name]) for name in ("int", "text", "rotation")})
 out["floor"] = t["floor"]
 print(json.dumps(out))
 """
@@ -97,8 +102,10 @@ def main(argv: list[str] | None = None) -> int:
         floor = statistics.median(row["floor"] for row in rows) * 1e6
         ratios = ", ".join(f"{w} {statistics.median(row[w] for row in rows):.2f}x"
                            for w in WORKLOADS)
+        peer = ", ".join(f"{w} {statistics.median(row['agentguard ' + w] for row in rows):.2f}x"
+                         for w in WORKLOADS)
         print(f"{name}: {ratios} (guarded overhead / floor, median of {rounds} rounds; "
-              f"floor {floor:.2f} µs)")
+              f"floor {floor:.2f} µs); {peer} (guarded overhead / agentguard's three guards')")
     return 0
 
 

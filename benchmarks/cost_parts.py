@@ -3,8 +3,7 @@
 The overhead section measures a guarded call whole. This one times, in the same kind of run (a
 tool called with distinct arguments and answering something new, the default layers, no layer
 firing), each piece of work every such call does, for the int tool and the short-text tool of
-the overhead section (of an acknowledging kind), and sets their sum against the floor and each
-tool's target:
+the overhead section (of an acknowledging kind), and sets their sum against the floor:
 
 - binding the arguments and fingerprinting them (the binder generated per function);
 - each default layer's check of the pending call, against the run as it stands;
@@ -39,9 +38,8 @@ from fuzeguard._private.records import Call
 
 SECTION = "1b. overhead by stage"
 HIGH_CAP = overhead.HIGH_CAP  # as in the overhead section: the count is checked only
-# The int tool and the acknowledging short-text tool of the overhead section, with their targets.
+# The int tool and the acknowledging short-text tool of the overhead section.
 TOOLS: dict[str, Callable[..., Any]] = {"int": overhead.count, "short text": overhead.convert}
-TARGETS = {"int": overhead.TARGETS["int"], "short text": overhead.TARGETS["text"]}
 
 
 def _kept(plan: Plan, call: Call, value: Any, late: bool) -> Any:
@@ -269,7 +267,6 @@ def measure(quick: bool) -> tuple[list[Row], dict[str, float]]:
     sums = {label: sum(t[f"{label}: {stage}"] for stage in stage_names) for label in tools}
     wholes = {label: t[f"{label}: whole"] - t[f"{label}: bare"] for label in tools}
     straights = {label: t[f"{label}: straight"] - t[f"{label}: bare"] for label in tools}
-    budget = {label: TARGETS[label] * base for label in tools}
     rows += [
         Row(SECTION, "sum of the stages / floor",
             ", ".join(f"{label} {sums[label] / base:.2f}x ({us(sums[label])})" for label in tools)),
@@ -281,9 +278,6 @@ def measure(quick: bool) -> tuple[list[Row], dict[str, float]]:
                       for label in tools)),
         Row(SECTION, "the rest: the calls that hand the work from stage to stage",
             ", ".join(f"{label} {us(wholes[label] - sums[label])}" for label in tools)),
-        Row(SECTION, "left of the target's budget once the stages are paid, for everything else",
-            ", ".join(f"{label} {us(budget[label] - sums[label])} of {us(budget[label])} "
-                      f"({TARGETS[label]:g}x)" for label in tools)),
     ]
     facts = {"floor": base, "int stages": sums["int"], "string stages": sums["short text"],
              "int whole": wholes["int"], "string whole": wholes["short text"],

@@ -15,8 +15,9 @@ from fuzeguard.layers import BUILTIN_LAYERS
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCHMARKS = ROOT / "benchmarks"
-SECTIONS = ("0. verdicts", "1. overhead", "1b. overhead by stage", "2. growth", "3. big inputs",
-            "4. concurrency", "5. semantic vs difflib", "6. replay", "7. shared run (Redis)")
+SECTIONS = ("0. verdicts", "1. overhead against agentguard", "1. overhead", "1b. overhead by stage",
+            "2. growth", "3. big inputs", "4. concurrency", "5. semantic vs difflib", "6. replay",
+            "7. shared run (Redis)")
 # Targets about counts and verdicts, not speed: these must hold even in quick mode.
 EXACTNESS_TARGETS = ("exact", "all", "all, 0")
 
@@ -99,8 +100,30 @@ def test_the_comparison_with_another_revision_runs_each_tree_it_names(tmp_path: 
     assert names == ["HEAD", "HEAD + comment.diff", "this checkout"]
     for line in done.stdout.splitlines():
         assert all(f"{workload} " in line for workload in ("int", "text", "rotation")), line
+        assert "/ agentguard's three guards'" in line, line
     patch.write_text(patch.read_text(encoding="utf-8").replace("__init__.py", "missing.py"),
                      encoding="utf-8")
     broken = subprocess.run([*command, "--patch", str(patch)], capture_output=True, text=True,
                             timeout=600, check=False)
     assert broken.returncode != 0
+
+
+def test_the_agentguard_peer_does_its_guards_work_on_every_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The peer of the overhead ratios (``peers.agentguard_stacked``) really asks agentguard's
+    guards: the third identical call in a row is refused by its ``LoopGuard``, and distinct calls
+    of one tool, thousands in a row, pass (its ``FuzzyLoopGuard`` count is set above its window)."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import peers
+    from agentguard import LoopDetected
+
+    def search(query: str, limit: int) -> str:
+        return query
+
+    guarded = peers.agentguard_stacked(search, max_tool_repeats=11)
+    assert [guarded(f"q{i}", limit=i) for i in range(2_000)][-1] == "q1999"
+    guarded("same", 1)
+    guarded("same", limit=1)
+    with pytest.raises(LoopDetected):
+        guarded(query="same", limit=1)
