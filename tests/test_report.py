@@ -53,6 +53,9 @@ def test_report_names_the_layer_the_evidence_and_the_lines_that_change_the_outco
     assert out.count("web_search(query='cheapest flight to the moon')") == 5
     assert "same as call 1" in out
     assert "repeat_threshold = 5" in out and 'exempt_from = ["dedup"]' in out
+    # replayed under the config it ran under: the same outcome, said with the config's name
+    assert "Replayed under examples/traces/live.toml: the same outcome." in out
+    assert "recorded:" not in out
 
 
 def test_a_suggested_threshold_really_lets_the_recorded_run_through(
@@ -74,7 +77,7 @@ def test_report_of_a_run_that_was_not_stopped_says_so(
 ) -> None:
     out = _report(capsys, monkeypatch, "examples/traces/polling.jsonl", "--config",
                   "examples/traces/live.toml")
-    assert 'Run "polling" was not stopped.' in out
+    assert 'Run "polling" was not stopped, as the trace records.' in out
     assert "api_key='[redacted]'" in out
 
 
@@ -289,3 +292,44 @@ def test_a_live_report_offers_its_lines_as_candidates_to_check() -> None:
             lookup("k")
     text = run.report().text()
     assert "may change the outcome (check one with fuze replay --compare" in text
+
+
+def test_a_trace_replayed_under_another_config_reports_the_recorded_outcome_first(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A newcomer's review: run without --config, the report told the replay under built-in
+    defaults (stopped at call 3) as what happened; the trace records warn 3, skip 4, kill 5."""
+    monkeypatch.chdir(tmp_path)  # no fuze.toml here or above: built-in defaults
+    for key in [k for k in os.environ if k.startswith("FUZE_")]:
+        monkeypatch.delenv(key)
+    assert main(["report", str(TRACES / "stuck_search.jsonl")]) == 0
+    head = capsys.readouterr().out.split("\n\nEvidence")[0].splitlines()
+    assert head[1] == 'Run "stuck_search" was stopped at call 5 by dedup (a loop), as the trace records.'
+    assert head[3] == "  Recorded: 5 calls, 3 ran; warned at call 3; answered by the guard at call 4."
+    assert head[4].startswith("Replayed under built-in defaults, the outcome differs from call 3 "
+                              "on (recorded: warned; replayed: stopped).")
+    assert head[5] == "The replayed run was stopped at call 3 by dedup (a loop)."
+
+
+def test_the_evidence_marks_the_calls_whose_replayed_action_is_not_the_recorded_one(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = _report(capsys, monkeypatch, "examples/traces/ping_pong.jsonl", "--config",
+                  "tests/golden/cycle.toml")
+    rows = {line.split()[0]: line for line in out.split("Evidence")[1].split("\n\n")[0]
+            .splitlines()[1:]}
+    assert rows["5"].endswith("[recorded: warn]")
+    assert rows["8"].endswith("[cycle 4/3; recorded: skip]")
+    assert "recorded" not in rows["4"] and "recorded" not in rows["9"]
+
+
+def test_report_of_a_file_that_is_not_a_trace_is_a_usage_error_and_writes_no_page(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A newcomer's review: it printed nothing, wrote an empty page and exited 0."""
+    bad = tmp_path / "config.jsonl"
+    bad.write_text('{"max_calls": 100}\n', encoding="utf-8")
+    page = tmp_path / "r.html"
+    assert main(["report", str(bad), "--html", str(page)]) == 2
+    assert f"{bad} is not a trace: none of its 1 line is a call" in capsys.readouterr().err
+    assert not page.exists()
