@@ -4,8 +4,12 @@ browser."""
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import html.parser
+import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -333,3 +337,59 @@ def test_report_of_a_file_that_is_not_a_trace_is_a_usage_error_and_writes_no_pag
     assert main(["report", str(bad), "--html", str(page)]) == 2
     assert f"{bad} is not a trace: none of its 1 line is a call" in capsys.readouterr().err
     assert not page.exists()
+
+
+def _searches(n: int, **options: object) -> None:
+    @guard(name="web_search")
+    def web_search(query: str) -> str:
+        return "No results found."
+
+    with fuzeguard.run("research", **options), contextlib.suppress(LoopDetected):  # type: ignore[arg-type]
+        for i in range(n):
+            web_search(f"how to fix error {i}")
+
+
+def test_the_progress_window_suggested_acts_where_its_comment_says(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A newcomer's review: the report suggested progress_window = 9, "act after 9 calls"; the
+    layer makes a loop of twice the window, so replayed it acted after 18."""
+    monkeypatch.chdir(tmp_path)
+    _searches(40, trace="stopped/")
+    assert main(["report", "stopped/"]) == 0
+    found = re.search(r"progress_window = (\d+) +# now 4: act after (\d+) calls that bring "
+                      r"nothing new, not 8", capsys.readouterr().out)
+    assert found is not None
+    value, claimed = int(found[1]), int(found[2])
+    # The same agent, observed for longer, replayed with the suggested line.
+    _searches(60, trace="long/", enabled="observe")
+    (tmp_path / "candidate.toml").write_text(f"[functions.web_search]\nprogress_window = {value}\n")
+    assert main(["replay", "long/", "--config", "candidate.toml", "--ignore-code-settings",
+                 "--format", "json"]) == 0
+    acts = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    kills = [a["count"] for a in acts if a["layer"] == "progress" and a["action"] == "kill"]
+    assert kills[0] == claimed
+
+
+def test_a_threshold_whose_comment_misstates_where_the_layer_acts_is_not_offered(
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The check replays the trace with the line: changing the outcome is not enough, the layer
+    must act where the comment says (a value twice too large changes the outcome too)."""
+    from fuzeguard._private.advice import Suggestion, replayed_with
+    from fuzeguard._private.report import _acts_as_said, trace_reports
+
+    monkeypatch.chdir(ROOT)
+    config = fuzeguard.Config.load("examples/traces/live.toml")
+    [report] = trace_reports(["examples/traces/stuck_search.jsonl"], config)
+    right = Suggestion("functions.web_search", "repeat_threshold", "3", "", layer="dedup",
+                       acts_at=4, acted_at=3)
+    wrong_now = dataclasses.replace(right, acted_at=5)
+    wrong_then = dataclasses.replace(right, acts_at=6)
+    trials = replayed_with({("a", "", ""): right}, config, "examples/traces/stuck_search.jsonl",
+                           True)
+    assert trials is not None and (trial := trials[("a", "", "")]) is not None
+    assert trial.first_acted[("a0dcd287a786", "dedup", "web_search")] == 4
+    assert _acts_as_said(right, "a0dcd287a786", report.marks, trial)
+    assert not _acts_as_said(wrong_now, "a0dcd287a786", report.marks, trial)
+    assert not _acts_as_said(wrong_then, "a0dcd287a786", report.marks, trial)

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from fuzeguard._private.advice import Suggestion, ends_with, number, suggestions
+from fuzeguard._private.advice import Suggestion, Trial, number, replayed_with, suggestions
 from fuzeguard._private.recorded import ACTIONS, Recorded, RecordedRun
 from fuzeguard._private.records import Detection
 from fuzeguard._private.timeline import Mark
@@ -158,16 +158,17 @@ def trace_reports(
 
 def _checked(reports: list[StopReport], kills: Sequence[ReplayedDetection], config: Config,
              path: str, use_code_settings: bool) -> list[StopReport]:
-    """The reports with only the suggested lines that change how their run ended, each line
-    checked by replaying the trace with it (``advice.ends_with``)."""
+    """The reports with only the suggested lines that change how their run ended and, for a
+    threshold, act where their comment says: each line checked by replaying the trace with it
+    (``advice.replayed_with``)."""
     stops = {id(k.detection): (k.run, k.call) for k in kills}
     lines: dict[tuple[str, str, str], Suggestion] = {}
     for report in reports:
         if report.stop is not None and id(report.stop) in stops:
             for s in report.suggestions:
                 lines.setdefault((s.table, s.key, s.value), s)
-    ends = ends_with(lines, config, path, use_code_settings)
-    if ends is None:
+    trials = replayed_with(lines, config, path, use_code_settings)
+    if trials is None:
         return reports
     out = []
     for report in reports:
@@ -175,12 +176,29 @@ def _checked(reports: list[StopReport], kills: Sequence[ReplayedDetection], conf
         if stop is not None:
             kept = []
             for s in report.suggestions:
-                end = ends[(s.table, s.key, s.value)]
-                if end is not None and stop not in end:
+                trial = trials[(s.table, s.key, s.value)]
+                if trial is not None and stop not in trial.kills and _acts_as_said(
+                    s, stop[0], report.marks, trial
+                ):
                     kept.append(dataclasses.replace(s, checked=True))
             report = dataclasses.replace(report, suggestions=tuple(kept))
         out.append(report)
     return out
+
+
+def _acts_as_said(s: Suggestion, run: str | None, marks: Sequence[Mark], trial: Trial) -> bool:
+    """Whether a threshold's layer first acted, on the function it is set for, where the line's
+    comment says: at ``acted_at`` in the replay as it was, and at ``acts_at`` with the line (or
+    not at all: the trace ended before that count)."""
+    if s.acts_at is None:
+        return True
+    fn = s.table.removeprefix("functions.")
+    if s.acted_at is not None:
+        before = next((d.count for m in marks for d in m.detections
+                       if d.layer == s.layer and d.fn == fn and d.kind == "loop"), None)
+        if before != s.acted_at:
+            return False
+    return trial.first_acted.get((run, s.layer, fn), s.acts_at) == s.acts_at
 
 
 def report_of_detection(detection: Detection, calls: int, cost: float, elapsed: float,
