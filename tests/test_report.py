@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import html.parser
+import itertools
 import json
 import os
 import re
@@ -393,3 +394,44 @@ def test_a_threshold_whose_comment_misstates_where_the_layer_acts_is_not_offered
     assert _acts_as_said(right, "a0dcd287a786", report.marks, trial)
     assert not _acts_as_said(wrong_now, "a0dcd287a786", report.marks, trial)
     assert not _acts_as_said(wrong_then, "a0dcd287a786", report.marks, trial)
+
+
+def test_the_picture_places_calls_by_their_order_evenly_and_scales_to_the_page() -> None:
+    """A newcomer's review: placed by wall time, 7 of the 9 calls of ping_pong shared a tenth
+    of the axis (a slow first call, then a burst), and the 1150 px picture overflowed the page."""
+    svg = (ROOT / "docs" / "images" / "stop-timeline.svg").read_text(encoding="utf-8")
+    xs = [float(x) for x in re.findall(r'<g class="call" data-index="\d+"[^>]*><title>.*?</title>'
+                                       r'<(?:circle|path)[^>]*?(?:cx="|d="M)([\d.]+)', svg, re.S)]
+    assert len(xs) == 9
+    # (the last, the kill, is a cross drawn from x - 7: the others are read at their centre)
+    steps = {round(b - a, 1) for a, b in itertools.pairwise(xs[:-1])}
+    assert len(steps) == 1 and steps.pop() > 20
+    head = svg.split(">", 1)[0]
+    assert 'style="max-width:100%;height:auto"' in head and 'viewBox="0 0 ' in head
+
+
+def test_an_early_warning_has_a_mark_of_its_own_and_the_legend_names_it() -> None:
+    @guard(name="web_search", on_loop=["warn", "kill"])
+    def web_search(query: str) -> str:
+        return "No results found."
+
+    with fuzeguard.run("research") as run, contextlib.suppress(LoopDetected):
+        for i in range(6):  # progress warns early after 4 calls that brought nothing new
+            web_search(f"how to fix error {i}")
+    found = _Marks()
+    page = run.report().html()
+    found.feed(page)
+    early = [m for m in found.marks if m.get("data-early") == "true"]
+    assert early and all(m["data-action"] == "warn" for m in early)
+    assert ">early warning</text>" in page and ">warned</text>" in page
+
+
+def test_a_live_runs_page_names_its_run_once() -> None:
+    """A newcomer's review: the page of ``run.report().html()`` repeated its heading."""
+    tool = guard(lambda q: "same", name="search")
+    with fuzeguard.run("checkout") as run, pytest.raises(LoopDetected):
+        for _ in range(5):
+            tool("q")
+    page = run.report().html()
+    assert page.count('fuzeguard: run &quot;checkout&quot;</h1>') == 1
+    assert "<h2>" not in page

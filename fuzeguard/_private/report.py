@@ -68,7 +68,7 @@ class StopReport:
         """One self-contained HTML page: the report and a timeline picture of the run."""
         from fuzeguard._private.report_html import page
 
-        return page([self], title or f"fuzeguard: run {self.run}")
+        return page([self], title or f"fuzeguard: run {self.run}", headings=False)
 
     def __str__(self) -> str:
         return self.text()
