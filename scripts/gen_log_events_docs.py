@@ -59,6 +59,12 @@ WHEN = {
     "fuzeguard.implicit_run": "first call outside any `fuzeguard.run()`",
     "fuzeguard.implicit_run_restarted": "a call outside any run after the implicit run was "
                                         "killed",
+    "fuzeguard.run_not_entered": "a call went to the implicit run while a run created (or "
+                                 "resumed) was not entered: names the run and the fix (once per "
+                                 "run)",
+    "fuzeguard.call_outside_run": "a call went to the implicit run while a run was open in "
+                                  "another thread (a thread pool) or context: names the run, "
+                                  "the threads and the fix (once per run)",
     "fuzeguard.subscriber_failed": "a subscriber of the [run's events](#run-events) raised",
     "fuzeguard.trace_error": "a [trace](tracing.md) could not be written (the run goes on "
                              "untraced)",
