@@ -64,7 +64,7 @@ WHEN = {
                                  "run)",
     "fuzeguard.call_outside_run": "a call went to the implicit run while a run was open in "
                                   "another thread (a thread pool) or context: names the run, "
-                                  "the threads and the fix (once per run)",
+                                  "the threads and the fix (once per calling thread)",
     "fuzeguard.subscriber_failed": "a subscriber of the [run's events](#run-events) raised",
     "fuzeguard.trace_error": "a [trace](tracing.md) could not be written (the run goes on "
                              "untraced)",

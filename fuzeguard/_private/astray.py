@@ -9,7 +9,8 @@ mistakes send it there, and each is logged once, naming the run, the cause and t
   context that holds the current run) or in another context of this thread (an asyncio task
   started before the run was entered): ``fuzeguard.call_outside_run``.
 
-While there is nothing to say, a call to the implicit run pays one truth test for this.
+While there is nothing to say, a call to the implicit run pays two truth tests for this
+(``run.implicit_run`` reads ``_awaited`` and ``_open`` itself: no function call).
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ _awaited: tuple[weakref.ref[Run], str] | None = None
 # The runs inside a ``with`` block now, not yet named in a warning: by id, with the thread that
 # entered each.
 _open: dict[int, tuple[weakref.ref[Run], int]] = {}
+# The threads whose calls outside any run were explained already.
+_told: set[int] = set()
 
 
 def awaiting(run: Run, why: str) -> None:
@@ -61,11 +64,7 @@ def forget() -> None:
     global _awaited
     _awaited = None
     _open.clear()
-
-
-def pending() -> bool:
-    """Whether a call to the implicit run may be astray (``explain`` says why)."""
-    return _awaited is not None or bool(_open)
+    _told.clear()
 
 
 def explain() -> None:
@@ -81,7 +80,9 @@ def explain() -> None:
         found = [(ref(), thread) for ref, thread in list(_open.values())]
         _open.clear()  # each open run is named once
         runs = [(run, thread) for run, thread in found if run is not None]
-        if runs:
+        here = threading.get_ident()
+        if runs and here not in _told:  # and each thread told once: a pool's threads live on
+            _told.add(here)
             _outside(runs)
 
 

@@ -101,7 +101,7 @@ def implicit_run() -> Run:
     arguments of the call that was killed is refused at once (``ImplicitRun``).
     """
     global _implicit
-    if astray.pending():  # a run created, resumed or open elsewhere that this call missed
+    if astray._awaited is not None or astray._open:  # a run this call may have missed
         astray.explain()
     run = _implicit
     if run is not None and run._killed is None:
