@@ -33,6 +33,8 @@ holds. **When Redis lost the run** (restarted without its data, or expired), the
 reach it creates it afresh under a new epoch, with the same id; every process that finds a new
 epoch reloads the run from it and writes back what it did itself since the run's last reset
 (its calls and cost, and the kill it knew of). The loop history before the loss is not rebuilt.
+A process whose very first read of the run failed (the store slow or down from the start) writes
+back what it did before it could read it the same way.
 """
 
 from __future__ import annotations
@@ -550,13 +552,17 @@ class RedisStore:
             yield from self._owe(run)
             return
         lost = bool(self.epoch) and not ended
-        kill = codec.detection_out(run._killed) if lost and run._killed is not None else None
+        # The first load failed (the store was slow or down before this process ever read the
+        # run): what it did meanwhile is in no log yet, and is owed as to a run the store lost.
+        unread = not self.epoch and self.outage is not None
+        kill = (codec.detection_out(run._killed) if (lost or unread) and run._killed is not None
+                else None)
         if lost:
             emit("warning", "fuzeguard.store_lost_run", run_id=run.id, run_name=run.name,
                  message="the run's state was gone from the store (expired, or the server "
                  "restarted without its data): it goes on afresh, with what each process did "
                  "since its last reset written back")
-        if lost or ended:
+        if lost or ended or unread:
             self.queue, self.queue_cost = [], 0.0  # in ``own``, written back as sums
         if ended:
             self.own.clear()
@@ -569,7 +575,7 @@ class RedisStore:
         self._rebuild(run, snap, fromsnap, calls, cost, events.local_start(float(start)))
         self.seq = int(seq)
         self.owed = None
-        if lost and (not self.own.empty() or kill is not None):
+        if (lost or unread) and (not self.own.empty() or kill is not None):
             self.owed = (f"{self.worker}:{epoch}", kill)
         yield from self._owe(run)
 
