@@ -435,3 +435,20 @@ def test_a_live_runs_page_names_its_run_once() -> None:
     page = run.report().html()
     assert page.count('fuzeguard: run &quot;checkout&quot;</h1>') == 1
     assert "<h2>" not in page
+
+
+def test_the_picture_boxes_the_calls_the_replay_acted_on_otherwise_than_the_trace_records(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    page = tmp_path / "report.html"
+    _report(capsys, monkeypatch, "examples/traces/ping_pong.jsonl", "--config",
+            "tests/golden/cycle.toml", "--html", str(page))
+    text = page.read_text(encoding="utf-8")
+    found = _Marks()
+    found.feed(text)
+    boxed = {m["data-index"]: m["data-recorded"] for m in found.marks if "data-recorded" in m}
+    assert boxed == {"5": "warn", "7": "skip", "8": "skip"}  # as the text's evidence says
+    assert "the trace records another action for this call" in text
+    _report(capsys, monkeypatch, "examples/traces/ping_pong.jsonl", "--config",
+            "examples/traces/live.toml", "--html", str(page))
+    assert "data-recorded" not in page.read_text(encoding="utf-8")  # the same outcome

@@ -332,8 +332,8 @@ def render_text(report: StopReport) -> str:
         for m in report.evidence:
             call = f"{m.fn}({m.args})" if m.args is not None else m.fn
             fired = _fired(m)
-            was = recorded.actions.get(m.index, "call") if recorded is not None else None
-            if was is not None and was != (m.action if m.action in ACTIONS else "call"):
+            was = recorded_otherwise(recorded, m)
+            if was is not None:
                 fired += ("; " if fired else "") + f"recorded: {was}"
             rows.append((str(m.index), f"{m.start:.3f}s", m.action, call, known[m.index], fired))
         widths = [max(len(r[i]) for r in rows) for i in range(4)]
@@ -429,6 +429,15 @@ def _recorded(report: StopReport, recorded: Recorded) -> list[str]:
                  f"{_DID[was]}; replayed: {_DID[now]}). The rest of this report is the replay's:")
     lines.extend(_stopped("The replayed run was", report.stop, ""))
     return lines
+
+
+def recorded_otherwise(recorded: Recorded | None, mark: Mark) -> str | None:
+    """The action the trace records for ``mark``'s call when the replay acted otherwise on it
+    (``"call"``: the guard did nothing to it then), else None."""
+    if recorded is None:
+        return None
+    was = recorded.actions.get(mark.index, "call")
+    return was if was != (mark.action if mark.action in ACTIONS else "call") else None
 
 
 def first_difference(recorded: Recorded, marks: Sequence[Mark]) -> tuple[int, str, str] | None:

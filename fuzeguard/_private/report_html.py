@@ -3,11 +3,12 @@
 The picture is inline SVG: calls in the order they were made, evenly spaced (wall time would
 crowd a run's calls into a sliver of the axis: a slow first call, then a burst), one lane per
 tool, each call one mark (``<g class="call">``) shaped and coloured by what the guard did
-(called, warned by the ladder, an early warning, skipped, killed; an error is ringed in red),
-and each call linked by an arc to the earlier call it repeats (same arguments). A legend names
-each mark. Hovering a mark shows its call, when it started and its outcome (SVG ``<title>``).
-The picture scales down to the width of the page. No script, no network: a
-Content-Security-Policy forbids both, and every recorded text is escaped.
+(called, warned by the ladder, an early warning, skipped, killed; an error is ringed in red; a
+call the replay acted on otherwise than the trace records is boxed), and each call linked by an
+arc to the earlier call it repeats (same arguments). A legend names each mark. Hovering a mark
+shows its call, when it started and its outcome (SVG ``<title>``). The picture scales down to
+the width of the page. No script, no network: a Content-Security-Policy forbids both, and every
+recorded text is escaped.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from collections.abc import Sequence
 from html import escape
 from typing import TYPE_CHECKING
 
-from fuzeguard._private.report import outcomes
+from fuzeguard._private.report import outcomes, recorded_otherwise
 
 if TYPE_CHECKING:
     from fuzeguard._private.report import StopReport
@@ -29,6 +30,7 @@ PLOT = 900.0  # the widest the calls are spread over, in pixels
 MAX_STEP = 44.0  # the most room a call gets: a short run is not stretched over the whole plot
 MIN_WIDTH = 820  # room for the legend
 TICK = 60.0  # the least room between two call numbers on the axis
+LEGEND_LINE = 26  # the legend's second line
 COLOURS = {
     "call": "#3b6fb6", "warn": "#e0a100", "early": "#e0a100", "skip": "#8c8c8c",
     "kill": "#c62828", "observe": "#7b52ab", "interrupted": "#5f6b7a",
@@ -86,7 +88,9 @@ def picture(report: StopReport) -> str:
         lanes.setdefault(m.fn, len(lanes))
     xs = _xs(marks)
     width = max(int(max(xs, default=LABEL + 20) + 60), MIN_WIDTH)
-    height = TOP + LANE * max(len(lanes), 1) + 70
+    otherwise = {m.index: recorded_otherwise(report.recorded, m) for m in marks}
+    differs = any(otherwise.values())
+    height = TOP + LANE * max(len(lanes), 1) + 70 + (LEGEND_LINE if differs else 0)
     shown = outcomes(marks)
     out = [
         # Its natural size, shrunk to the width of a narrower page (in a page and in an img).
@@ -126,8 +130,9 @@ def picture(report: StopReport) -> str:
                        f'{y2 - lift:.1f} {x2:.1f},{y2:.1f}"/>')
         last_of[m.args_fp] = i
     for i, m in enumerate(marks):
-        out.append(_mark(m, xs[i], TOP + lanes[m.fn] * LANE + LANE / 2, shown[m.index]))
-    out.append(_legend(TOP + LANE * max(len(lanes), 1) + 44))
+        out.append(_mark(m, xs[i], TOP + lanes[m.fn] * LANE + LANE / 2, shown[m.index],
+                         otherwise[m.index]))
+    out.append(_legend(TOP + LANE * max(len(lanes), 1) + 44, differs))
     out.append("</svg>")
     return "\n".join(out)
 
@@ -141,25 +146,41 @@ def _drawn(m: Mark) -> str:
     return m.action
 
 
-def _mark(m: Mark, x: float, y: float, outcome: str) -> str:
+def _mark(m: Mark, x: float, y: float, outcome: str, recorded: str | None) -> str:
+    """One call's mark; ``recorded``: the action the trace records for it, when the replay
+    acted otherwise (boxed)."""
     colour = COLOURS.get(m.action, COLOURS["call"])
     call = f"{m.fn}({m.args})" if m.args is not None else m.fn
     fired = "; ".join(f"{d.layer} ({d.action}): {d.message}" for d in m.detections)
     tip = f"call {m.index} at {m.start:.3f}s, {m.action}: {call} → {outcome}"
     if fired:
         tip += f"\n{fired}"
+    if recorded is not None:
+        tip += f"\nrecorded when it ran: {recorded}"
     drawn = _drawn(m)
     attrs = f'class="call" data-index="{m.index}" data-action="{escape(m.action)}"'
     if drawn == "early":
         attrs += ' data-early="true"'
     if m.error:
         attrs += ' data-error="true"'
+    if recorded is not None:
+        attrs += f' data-recorded="{escape(recorded)}"'
     shape = _shape(drawn, x, y, COLOURS.get(drawn, colour))
-    ring = ""
-    if m.error:
-        ring = (f'<circle cx="{x:.1f}" cy="{y:.1f}" r="8.5" fill="none" stroke="#c62828" '
-                'stroke-width="2"/>')
+    ring = _error_ring(x, y) if m.error else ""
+    if recorded is not None:
+        ring += _recorded_box(x, y)
     return f"<g {attrs}><title>{escape(tip)}</title>{shape}{ring}</g>"
+
+
+def _error_ring(x: float, y: float) -> str:
+    return (f'<circle cx="{x:.1f}" cy="{y:.1f}" r="8.5" fill="none" stroke="#c62828" '
+            'stroke-width="2"/>')
+
+
+def _recorded_box(x: float, y: float) -> str:
+    """Around a call the replay acted on otherwise than the trace records."""
+    return (f'<rect x="{x - 11:.1f}" y="{y - 11:.1f}" width="22" height="22" fill="none" '
+            'stroke="#7b52ab" stroke-width="1.5" stroke-dasharray="3 2"/>')
 
 
 def _shape(action: str, x: float, y: float, colour: str) -> str:
@@ -180,7 +201,9 @@ def _shape(action: str, x: float, y: float, colour: str) -> str:
             f'{dash}/>')
 
 
-def _legend(y: float) -> str:
+def _legend(y: float, differs: bool) -> str:
+    """What each mark means; ``differs``: a second line for the calls the replay acted on
+    otherwise than the trace records."""
     items = [("call", "called"), ("early", "early warning"), ("warn", "warned"),
              ("skip", "answered by the guard"), ("kill", "killed")]
     out = ['<g class="legend-items">']
@@ -189,13 +212,17 @@ def _legend(y: float) -> str:
         out.append(_shape(action, x, y, COLOURS[action]))
         out.append(f'<text class="legend" x="{x + 12:.1f}" y="{y + 4:.1f}">{text}</text>')
         x += 30 + 7 * len(text)
-    out.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="8.5" fill="none" stroke="#c62828" '
-               'stroke-width="2"/>')
+    out.append(_error_ring(x, y))
     out.append(f'<text class="legend" x="{x + 14:.1f}" y="{y + 4:.1f}">error</text>')
     x += 70
     out.append(f'<path class="link" d="M{x:.1f},{y:.1f} C{x:.1f},{y - 8:.1f} {x + 24:.1f},'
                f'{y - 8:.1f} {x + 24:.1f},{y:.1f}"/>')
     out.append(f'<text class="legend" x="{x + 30:.1f}" y="{y + 4:.1f}">same arguments again'
                "</text>")
+    if differs:
+        y += LEGEND_LINE
+        out.append(_recorded_box(16.0, y))
+        out.append(f'<text class="legend" x="32.0" y="{y + 4:.1f}">the trace records another '
+                   "action for this call (hover for it)</text>")
     out.append("</g>")
     return "\n".join(out)
