@@ -77,6 +77,20 @@ WHEN = {
                                 "server restarted without its data): it goes on afresh",
     "fuzeguard.store_gap": "the store no longer holds every event since its last snapshot: the "
                            "process continues from the snapshot",
+    "fuzeguard.store_backlog_pending": "a shared run was closed while its store could not be "
+                                       "reached: what this process did meanwhile is written "
+                                       "back when the store answers again",
+    "fuzeguard.store_backlog_lost": "what a closed shared run did during an outage was never "
+                                    "written back (the store did not answer again in time)",
+    "fuzeguard.guarded_twice": "LangChain's `LoopGuardMiddleware` or Pydantic AI's `LoopGuard` "
+                               "capability is given a tool whose function has `@guard` (once "
+                               "per tool; the function's guard alone judges its calls)",
+    "fuzeguard.wrap_up_failed": "after a kill, the model asked for its final answer (an "
+                                "integration's `wrap_up`) failed or gave none within "
+                                "`wrap_up_timeout` (the canned final answer ends the agent)",
+    "fuzeguard.mcp_tools_unlisted": "an MCP server's tools/list could not be read through the "
+                                    "middleware chain: calls to tools it does not have are "
+                                    "booked too (once)",
     "fuzeguard.mcp_session_by_connection": "an MCP client sent no session or conversation "
                                            "header: its calls are judged per connection (once)",
     "fuzeguard.mcp_session_per_process": "an MCP tool call came with no session, header or "
@@ -135,8 +149,12 @@ class _Module:
 
     def splatted(self, node: ast.expr, where: ast.AST) -> list[str]:
         """The keys of ``**node``: a dict written in its function (and its later ``d["k"] =``),
-        or the function's own ``**kwargs``, followed to the calls of that function."""
+        the function's own ``**kwargs``, followed to the calls of that function, or the dict a
+        method of the package returns (``**store.owed_summary()``)."""
         function = self.enclosing[where]
+        if isinstance(node, ast.Call):
+            name = getattr(node.func, "attr", getattr(node.func, "id", None))
+            return _returned_keys(str(name), self.path)
         if not isinstance(node, ast.Name):
             raise SystemExit(f"{self.path}:{node.lineno}: keys this script cannot follow")
         if function.args.kwarg is not None and function.args.kwarg.arg == node.id:
@@ -151,6 +169,20 @@ class _Module:
                          and getattr(t.value, "id", None) == node.id
                          and isinstance(t.slice, ast.Constant)]
         return keys
+
+
+def _returned_keys(name: str, path: Path) -> list[str]:
+    """The constant keys of the dict literals the package's functions named ``name`` return."""
+    keys: list[str] = []
+    for source in sorted((ROOT / "fuzeguard").rglob("*.py")):
+        for node in ast.walk(ast.parse(source.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
+                for ret in ast.walk(node):
+                    if isinstance(ret, ast.Return) and isinstance(ret.value, ast.Dict):
+                        keys += [k.value for k in ret.value.keys if isinstance(k, ast.Constant)]
+    if not keys:
+        raise SystemExit(f"{path}: keys from {name}() this script cannot follow")
+    return keys
 
 
 def _choices(node: ast.expr, path: Path) -> list[str]:

@@ -22,6 +22,7 @@ import fuzeguard
 from fuzeguard.integrations.crewai import LoopGuard
 from tests.stuck_agents import ACTIONS, VARIANTS, Tally, script, tools
 
+WRAP_UP = "what I found before I was stopped, for"  # a request model's final answer after a kill
 GUARD_TEXT = ("You called", "You are going", "You have", "The last", "Tool calls in this session")
 
 
@@ -65,8 +66,9 @@ def crew_run(action: str, variant: str) -> dict[str, Any]:
     try:
         with fuzeguard.run("task") as run:
             try:
-                Crew(agents=[agent], tasks=[task], verbose=False).kickoff()
-                ended = f"kickoff returned after max_iter {agent.max_iter}"
+                out = Crew(agents=[agent], tasks=[task], verbose=False).kickoff()
+                ended = ("kickoff returned the final answer" if str(out).startswith("Stopped:")
+                         else f"kickoff returned after max_iter {agent.max_iter}")
             except Exception as exc:  # what CrewAI raises is what is measured
                 ended = f"kickoff raised {type(exc).__name__}"
             calls = run.stats().calls
@@ -91,6 +93,8 @@ class RequestLLM(BaseLLM):
         self.shown.append("\n".join(texts))
         asked = "loop" if any("TASK loop" in t for t in texts) else next(
             t.split("TASK ")[1].split()[0] for t in texts if "TASK " in t)
+        if texts[-1].startswith("[fuzeguard] Your tool calls were stopped"):
+            return f"Thought: I must stop\nFinal Answer: {WRAP_UP} {asked}"
         if asked != "loop" and any("Observation:" in t or "3 results" in t for t in texts[2:]):
             return f"Thought: I now know the final answer\nFinal Answer: answer to {asked}"
         return 'Thought: I should look this up\nAction: search\nAction Input: {"query": "laptops"}'
@@ -103,6 +107,24 @@ class RequestLLM(BaseLLM):
 
     def get_context_window_size(self) -> int:
         return 8192
+
+
+def plain_kickoff(**options: Any) -> dict[str, Any]:
+    """A looping crew with only the hooks added, ended by ``crew.kickoff()`` itself: what it
+    returned or raised, tool runs, and the LLM's calls."""
+    tally = Tally()
+    guard = LoopGuard(**options).register()
+    crew, llm = request_crew("loop", tally)
+    try:
+        out = crew.kickoff()
+        ended = f"returned {out.raw}"
+    except Exception as exc:
+        ended = f"raised {type(exc).__name__}" + (
+            " (a LoopDetected)" if isinstance(exc, fuzeguard.LoopDetected) else "")
+    finally:
+        guard.unregister()
+    return {"ended": ended, "total": tally.total, "llm calls": len(llm.shown),
+            "last asked": llm.shown[-1].splitlines()[-1]}
 
 
 def request_crew(text: str, tally: Tally) -> tuple[Crew, RequestLLM]:
@@ -161,14 +183,14 @@ def two_guards() -> dict[str, Any]:
     try:
         with fuzeguard.run("t") as run:
             try:
-                crew.kickoff()
-            except Exception:
-                pass
+                ended = f"returned {crew.kickoff().raw}"
+            except Exception as exc:
+                ended = f"raised {type(exc).__name__}"
             calls = run.stats().calls
     finally:
         first.unregister()
         second.unregister()
-    return {"total": tally.total, "calls": calls}
+    return {"total": tally.total, "calls": calls, "ended": ended}
 
 
 def extra() -> dict[str, Any]:
@@ -179,6 +201,9 @@ def extra() -> dict[str, Any]:
         "skip": with_kickoff(on_loop="skip"),
         "warn": with_kickoff(on_loop="warn"),
         "two guards": two_guards(),
+        "plain kickoff": plain_kickoff(),
+        "plain kickoff canned": plain_kickoff(wrap_up=False),
+        "plain kickoff error": plain_kickoff(exit_behavior="error"),
     }
 
 

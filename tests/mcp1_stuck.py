@@ -13,6 +13,7 @@ from mcp.server.fastmcp import FastMCP
 from mcp.shared.memory import create_connected_server_and_client_session
 
 from fuzeguard.integrations.mcp import session_guard
+from tests.served import ANSWER, CONCURRENT, LEGIT, LOOPING, next_call
 from tests.stuck_agents import ACTIONS, VARIANTS, Tally, script, tools
 
 CALLS = 12
@@ -52,7 +53,33 @@ async def main() -> dict[str, Any]:
     out["two sessions"] = {"seen": [first, second], "total": tally.total}
     out["stateless http"] = await stateless_http()
     out["budget note"] = await budget_note()
+    out["served"] = await served()
     return out
+
+
+async def served() -> dict[str, Any]:
+    """The serving scenario (``served.py``) with only ``session_guard`` added, default options:
+    seven client sessions of one server at once, six legitimate (one search, then an answer)
+    and one that searches until it is stopped; then a later one."""
+    tally = Tally()
+    app = FastMCP("shop")
+    for fn in tools(tally):
+        app.tool()(session_guard(fn))
+
+    async def request(prompt: str) -> str:
+        async with create_connected_server_and_client_session(app._mcp_server) as client:
+            for results in range(CALLS):
+                step = next_call(prompt, results)
+                if step is None:
+                    return ANSWER
+                result = await client.call_tool(*step)
+                if result.isError:
+                    return f"stopped: {result.content[0].text}"
+        return f"gave up after {CALLS} calls"
+
+    answers = await asyncio.gather(*(request(LEGIT) for _ in range(CONCURRENT)), request(LOOPING))
+    later = await request(LEGIT)
+    return {"answers": list(answers), "later": later, "total": tally.total}
 
 
 async def budget_note() -> list[list[Any]]:

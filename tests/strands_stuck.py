@@ -19,7 +19,7 @@ from structlog.testing import capture_logs
 from fuzeguard.integrations._runs import KeyedRuns
 from fuzeguard.integrations.strands import STATE_KEY, LoopGuard
 from tests.served import ANSWER, CONCURRENT, LEGIT, LOOPING, next_call
-from tests.stuck_agents import ACTIONS, VARIANTS, Tally, script, tools
+from tests.stuck_agents import ACTIONS, VARIANTS, WRAP_UP, Tally, script, tools
 
 GIVE_UP = 25  # Strands has no turn limit of its own: the stuck model gives up after 25 turns
 
@@ -60,12 +60,21 @@ class Scripted(Model):
 class Stuck(Scripted):
     """Calls a tool every turn, following ``script`` (until it gives up); keeps what it read."""
 
-    def __init__(self, variant: str) -> None:
+    def __init__(self, variant: str, wrap_up: str = "") -> None:
         self.variant, self.turns = variant, 0
         self.shown: list[str] = []
+        self.wrap_up = wrap_up  # its answer when offered no tool (else it calls one again)
+        self.asked = ""
 
     async def stream(self, messages: Any, *args: Any, **kwargs: Any) -> AsyncGenerator[Any, None]:
         self.shown.extend(_results(messages[-1:]))
+        if not (args[0] if args else kwargs.get("tool_specs")):  # asked for a final answer
+            self.asked = messages[-1]["content"][-1].get("text", "")
+            if self.wrap_up:
+                self.turns += 1
+                for event in _events(None, "", self.wrap_up):
+                    yield event
+                return
         step = None if self.turns >= GIVE_UP else script(self.variant, self.turns)
         self.turns += step is not None
         for event in _events(step, f"c{self.turns}", "I give up."):
@@ -108,6 +117,15 @@ def stuck(action: str, variant: str) -> dict[str, Any]:
             "calls": error.stats.calls, "killed": error.stats.killed,
         },
     }
+
+
+def wrap_up(**options: Any) -> dict[str, Any]:
+    """A stuck model that writes a final answer when asked for one after the kill."""
+    tally = Tally()
+    model = Stuck("same", wrap_up=WRAP_UP)
+    result = _agent(model, tally, LoopGuard(on_loop="kill", **options))("find me a laptop")
+    return {"text": str(result).strip(), "total": tally.total, "turns": model.turns,
+            "asked": model.asked}
 
 
 def served() -> dict[str, Any]:
@@ -199,6 +217,8 @@ def main(out: str) -> None:
             "nested": nested(),
             "conversation": conversation(),
             "parallel": parallel(),
+            "wrap up": wrap_up(),
+            "canned": wrap_up(wrap_up=False),
         }
     with open(out, "w", encoding="utf-8") as f:
         json.dump(measured, f)

@@ -31,6 +31,23 @@ ACTIONS: dict[str, Any] = {
 VARIANTS = ("same", "alternate")
 RESULTS = ("3 results for laptops", "nothing new")
 _lock = threading.Lock()
+# What a scripted model answers when it is asked, after a kill, for its final answer; and what a
+# legitimate agent looks up, one laptop a turn (each answer new, so that no layer sees a loop).
+WRAP_UP = "I found the ThinkPad X1 three times over; I could not compare prices."
+LAPTOPS = [f"{name}: {detail}" for name, detail in [
+    ("ThinkPad X1", "carbon-fibre lid, matte screen"), ("MacBook Air", "fanless aluminium body"),
+    ("XPS 13", "edge-to-edge panel, haptic row"), ("Framework", "repairable swappable modules"),
+    ("Surface", "alcantara palm rest, touchscreen"), ("Zenbook Duo", "second screen above keys"),
+    ("Spectre", "convertible hinge with pen"), ("Blade", "gaming graphics, vapour cooling"),
+    ("Chromebook", "cloud-first, lightweight plastic"), ("Legion", "tournament refresh rate"),
+    ("Gram 17", "featherweight magnesium, large display"), ("Pixelbook", "ribbed grip, hush keys"),
+]]
+
+
+def lookup(index: int) -> str:
+    """Look up one laptop's specification."""
+    return LAPTOPS[index]
+
 
 
 def script(variant: str, i: int) -> tuple[str, dict[str, Any]]:

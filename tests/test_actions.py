@@ -30,7 +30,12 @@ def counted(**options: Any) -> tuple[Any, list[Any]]:
         ran.append(q)
         return "results"
 
-    return guard(search, repeat_warn_threshold=0, **options), ran
+    # The actions themselves are tested here: the 3rd identical call is a loop acted on at once
+    # (graded evidence is tested in test_evidence_grades.py).
+    return guard(search, repeat_warn_threshold=0, **ACT_AT_ONCE, **options), ran
+
+
+ACT_AT_ONCE: dict[str, Any] = {"early_warnings": 0, "streak_threshold": 3}
 
 
 def test_kill_is_the_default_action() -> None:
@@ -76,7 +81,7 @@ def test_skip_value_can_be_a_function_of_the_detection() -> None:
 
 
 def test_skip_works_for_coroutine_functions() -> None:
-    @guard(on_loop="skip", repeat_warn_threshold=0)
+    @guard(on_loop="skip", repeat_warn_threshold=0, **ACT_AT_ONCE)
     async def fetch(url: str) -> str:
         return "page"
 
@@ -111,7 +116,7 @@ def test_early_warnings_do_not_step_the_ladder() -> None:
     # An early warning at the 3rd identical call, the loop at the 4th.
     tool = guard(
         lambda q: "r", name="t", on_loop=["warn", "kill"], repeat_threshold=3,
-        repeat_warn_threshold=3,
+        repeat_warn_threshold=3, early_warnings=0, streak_threshold=4,
     )
     with capture_detections() as found, fuzeguard.run():
         repeat(tool, 5)

@@ -87,6 +87,70 @@ def test_guard_under_a_framework_decorator_works() -> None:
     assert search.invoke({"query": "q"}) == "q"
 
 
+def test_guard_above_pydantic_ais_registering_decorator_is_refused_with_the_order() -> None:
+    """Pydantic AI's ``@agent.tool_plain`` registers the function and returns it unchanged: above
+    it, @guard wrapped a function the agent never calls (newcomer review: 5 runs, 0 seen)."""
+    from pydantic_ai import Agent
+    from pydantic_ai.models.test import TestModel
+
+    agent = Agent(TestModel())
+    with pytest.raises(TypeError, match=r"'search' was registered by a pydantic_ai decorator "
+                                        r"before @guard wrapped it.*put @guard under Pydantic AI"):
+
+        @guard
+        @agent.tool_plain
+        def search(query: str) -> str:
+            """Search."""
+            return query
+
+
+def test_guard_above_an_mcp_servers_tool_decorator_is_refused_with_the_order() -> None:
+    from mcp.server.mcpserver import MCPServer
+
+    server = MCPServer("tools")
+    with pytest.raises(TypeError, match=r"registered by a mcp decorator.*put @guard under the "
+                                        r"MCP server's @tool"):
+
+        @guard(on_loop="warn")
+        @server.tool()
+        def search(query: str) -> str:
+            """Search."""
+            return query
+
+
+def test_guard_above_a_decorator_that_registers_nothing_is_accepted() -> None:
+    """A marker decorator returns the function itself too (``typing_extensions.override``); no
+    framework holds it, so @guard above it guards the calls."""
+    import pydantic_ai  # noqa: F401 - a registering framework is imported: the check runs
+    from typing_extensions import override
+
+    @guard
+    @override
+    def search(query: str) -> str:
+        return query
+
+    with fuzeguard.run() as run:
+        search("q")
+    assert run.stats().calls == 1
+
+
+def test_guard_under_pydantic_ais_decorator_is_accepted() -> None:
+    from pydantic_ai import Agent
+    from pydantic_ai.models.test import TestModel
+
+    agent = Agent(TestModel(call_tools=["search"]))
+
+    @agent.tool_plain
+    @guard
+    def search(query: str) -> str:
+        """Search."""
+        return query
+
+    with fuzeguard.run() as run:
+        agent.run_sync("find")
+    assert run.stats().calls == 1
+
+
 def test_run_stats_print_as_a_few_readable_lines() -> None:
     tool = guard(lookup)
     with fuzeguard.run("job-1", max_calls=10) as run:

@@ -23,8 +23,8 @@ def _trace(path: Path, lines: list[dict[str, Any] | str]) -> str:
 
 
 def _stuck(path: Path) -> str:
-    """Five identical searches with the same result: dedup kills at 3."""
-    return _trace(path, [{"fn": "web_search", "args": {"query": "q"}, "result": "r"}] * 5)
+    """Seven identical searches with the same result: dedup warns at 3 and 4, kills at 5."""
+    return _trace(path, [{"fn": "web_search", "args": {"query": "q"}, "result": "r"}] * 7)
 
 
 def _config(path: Path, text: str) -> str:
@@ -36,19 +36,18 @@ def test_replay_json_prints_exactly_one_documented_object_per_detection(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     trace = _stuck(tmp_path / "stuck.jsonl")
-    ladder = _config(tmp_path / "fuze.toml", '[defaults]\non_loop = ["warn", "kill"]\n')
-    assert main(["replay", trace, "--config", ladder, "--format", "json"]) == 0
+    assert main(["replay", trace, "--format", "json"]) == 0
     out = capsys.readouterr().out
     objects = [json.loads(line) for line in out.splitlines()]
-    assert [list(o) for o in objects] == [JSON_KEYS, JSON_KEYS]
-    warn, kill = objects
+    assert [list(o) for o in objects] == [JSON_KEYS] * 3
+    warn, _, kill = objects
     assert warn == {
         "trace": trace, "call": 3, "fn": "web_search", "layer": "dedup", "action": "warn",
         "count": 3, "threshold": 2, "message": warn["message"],
     }
-    assert kill["call"] == 4 and kill["action"] == "kill" and kill["count"] == 4
+    assert kill["call"] == 5 and kill["action"] == "kill" and kill["count"] == 5
     assert isinstance(kill["message"], str) and "web_search" in kill["message"]
-    assert out.endswith("\n") and out.count("\n") == 2
+    assert out.endswith("\n") and out.count("\n") == 3
 
 
 def test_replay_json_uses_null_for_a_detection_without_a_count(
@@ -70,7 +69,7 @@ def test_replay_names_each_trace_as_given_on_the_command_line(
     _stuck(tmp_path / "b.jsonl")
     assert main(["replay", "a.jsonl", "./b.jsonl", "--format", "json"]) == 0
     traces = [json.loads(line)["trace"] for line in capsys.readouterr().out.splitlines()]
-    assert traces == ["a.jsonl", "./b.jsonl"]
+    assert traces == ["a.jsonl"] * 3 + ["./b.jsonl"] * 3  # two warnings and the kill each
 
 
 def test_fail_on_detect_exits_1_only_when_something_fired(
@@ -110,12 +109,12 @@ def test_malformed_lines_go_to_stderr_with_file_and_line_and_stdout_stays_json(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     line = {"fn": "web_search", "args": {"query": "q"}, "result": "r"}
-    trace = _trace(tmp_path / "t.jsonl", [line, line, "{oops", line, line])
+    trace = _trace(tmp_path / "t.jsonl", [line, line, "{oops", line, line, line])
     assert main(["replay", trace, "--format", "json"]) == 0
     captured = capsys.readouterr()
     assert f"{trace}:3: not valid JSON" in captured.err
     found = [json.loads(x) for x in captured.out.splitlines()]
-    assert [(f["call"], f["action"]) for f in found] == [(4, "kill")]
+    assert [(f["call"], f["action"]) for f in found] == [(4, "warn"), (5, "warn"), (6, "kill")]
 
 
 def test_replay_text_shows_a_table_per_trace_and_a_summary(
@@ -125,13 +124,13 @@ def test_replay_text_shows_a_table_per_trace_and_a_summary(
     quiet = _trace(tmp_path / "quiet.jsonl", [{"fn": "f", "args": {"n": 1}}])
     assert main(["replay", trace, quiet]) == 0
     out = capsys.readouterr().out
-    assert f"{trace}: 5 calls, 1 run, 1 detection" in out
-    assert "call  fn" in out and "web_search  dedup  kill" in out
-    assert "run killed at call 3 by dedup" in out
+    assert f"{trace}: 7 calls, 1 run, 3 detections" in out
+    assert "call  fn" in out and "web_search  dedup  warn" in out and "web_search  dedup  kill" in out
+    assert "run killed at call 5 by dedup" in out
     assert "2 later calls not evaluated" in out
     assert f"{quiet}: 1 call, 1 run, 0 detections" in out
-    assert "Replayed 2 traces: 6 calls in 2 runs" in out
-    assert "1 detection (by layer: dedup 1; by action: kill 1); 1 run killed." in out
+    assert "Replayed 2 traces: 8 calls in 2 runs" in out
+    assert "3 detections (by layer: dedup 3; by action: warn 2, kill 1); 1 run killed." in out
 
 
 def test_replay_under_a_candidate_config_shows_what_it_would_change(
@@ -230,7 +229,7 @@ def test_python_dash_m_fuzeguard_behaves_like_fuze(tmp_path: Path) -> None:
         capture_output=True, text=True, check=False, cwd=tmp_path,
     )
     assert done.returncode == 0
-    assert [json.loads(x)["layer"] for x in done.stdout.splitlines()] == ["dedup"]
+    assert [json.loads(x)["layer"] for x in done.stdout.splitlines()] == ["dedup"] * 3
 
 
 def test_python_dash_m_fuzeguard_without_arguments_runs_the_demo(tmp_path: Path) -> None:

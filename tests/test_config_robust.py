@@ -237,7 +237,9 @@ def test_repeat_threshold_1_leaves_dedup_s_early_warning_off(tmp_path: Path) -> 
 
 
 def test_repeat_threshold_1_in_toml_stops_the_second_identical_call(tmp_path: Path) -> None:
-    write(tmp_path / "fuze.toml", "[loop_detection]\nrepeat_threshold = 1\n")
+    # About the threshold's lowest value, not the grading: on_loop at the first detection.
+    write(tmp_path / "fuze.toml",
+          "[defaults]\nearly_warnings = 0\n[loop_detection]\nrepeat_threshold = 1\n")
 
     @guard
     def tool(x: int) -> str:
@@ -253,7 +255,7 @@ def test_repeat_threshold_1_in_toml_stops_the_second_identical_call(tmp_path: Pa
 def test_guard_repeat_threshold_1_works_from_the_first_call() -> None:
     """Before, the decorator accepted it and the first call raised ConfigError."""
 
-    @guard(repeat_threshold=1)
+    @guard(repeat_threshold=1, early_warnings=0)  # about the threshold, not the grading
     def tool(x: int) -> str:
         return "same"
 
@@ -382,6 +384,6 @@ def test_a_derived_limit_replays_as_it_fired_live(tmp_path: Path) -> None:
     summary = Replayer(Config()).replay_file(str(trace))
     replayed = [(d.detection.call_index, d.detection.kind) for d in summary.detections]
     assert replayed == [(d.call_index, d.kind) for d in live] == [
-        (3, "warning"), (4, "loop"), (5, "loop")
+        (3, "warning"), (4, "warning"), (5, "loop")
     ]
     assert summary.problems == []

@@ -74,9 +74,11 @@ def test_a_kill_publishes_the_detection_then_the_kill_then_the_refused_call() ->
         with pytest.raises(LoopDetected) as info:
             for _ in range(10):
                 tool("same")
-    assert kinds(seen) == ["Detected", "RunKilled", "CallRefused"]
-    assert seen[1].detection == info.value.detection and seen[0].call is seen[2].call
-    assert seen[2].decision.action == "kill" and seen[2].call.index == 3
+    # Warned at the 3rd and 4th identical call (they go ahead), killed at the 5th.
+    assert kinds(seen) == ["Detected", "Detected", "Detected", "RunKilled", "CallRefused"]
+    assert [e.decision.action for e in seen[:3]] == ["warn", "warn", "kill"]
+    assert seen[3].detection == info.value.detection and seen[2].call is seen[4].call
+    assert seen[4].decision.action == "kill" and seen[4].call.index == 5
 
 
 def test_a_skip_publishes_a_refused_call() -> None:
@@ -84,9 +86,9 @@ def test_a_skip_publishes_a_refused_call() -> None:
     refused: list[CallRefused] = []
     with fuzeguard.run() as run:
         run.subscribe(refused.append, CallRefused)
-        for _ in range(3):
+        for _ in range(5):
             tool("same")
-    assert [e.decision.action for e in refused] == ["skip"]
+    assert [e.decision.action for e in refused] == ["skip"]  # the 5th; the 3rd and 4th warned
 
 
 def test_turns_resets_and_cost_outside_calls_are_published_with_their_values() -> None:
@@ -227,7 +229,7 @@ def test_a_replay_publishes_nothing_to_the_standard_subscribers(tmp_path: Path) 
                 tool("same")
     with capture_logs() as logs, capture_detections() as found:
         [summary] = replay([str(trace)], fuzeguard.Config())
-    assert summary.detected == 1 and summary.kills
+    assert summary.detected == 3 and summary.kills  # warned twice, then killed
     assert logs == [] and found == []
 
 

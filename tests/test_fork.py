@@ -13,6 +13,7 @@ import threading
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import structlog.testing
@@ -140,3 +141,40 @@ def test_every_lock_the_package_makes_is_fork_safe() -> None:
         if "threading.Lock()" in line or "threading.RLock()" in line
     ]
     assert plain == []
+
+
+def test_children_forked_inside_a_shared_run_see_each_other_s_calls(
+    redis_server: Any,
+) -> None:
+    """Third review e11: forked children kept the store's worker id, took each other's events
+    for their own and skipped them: six children each made the same failing lookup and all six
+    ran (separate processes: stopped at the third)."""
+    import json
+
+    @guard(name="lookup")
+    def lookup(x: str) -> str:
+        raise KeyError(f"{x} not found")
+
+    read, write = os.pipe()
+
+    def one_call() -> None:
+        try:
+            lookup("same")
+            outcome = "ran"
+        except KeyError:
+            outcome = "ran"
+        except LoopDetected:
+            outcome = "refused"
+        os.write(write, (json.dumps(outcome) + "\n").encode())
+
+    with structlog.testing.capture_logs(), \
+            fuzeguard.run("forked", store=redis_server.url, config=fuzeguard.Config()) as run:
+        codes = [in_child(one_call, seconds=20) for _ in range(5)]
+        run.stats()
+        parent_sees = run.stats().calls
+    os.close(write)
+    with os.fdopen(read) as lines:
+        outcomes = [json.loads(line) for line in lines]
+    assert codes == [0] * 5
+    assert outcomes == ["ran", "ran", "refused", "refused", "refused"]
+    assert parent_sees == 2  # the parent applies its children's events too

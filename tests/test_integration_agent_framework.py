@@ -26,7 +26,7 @@ from fuzeguard import LoopDetected
 from fuzeguard.integrations._runs import KeyedRuns
 from fuzeguard.integrations.agent_framework import LoopGuard
 from tests.served import ANSWER, CONCURRENT, LEGIT, LOOPING, check_served, next_call
-from tests.stuck_agents import ACTIONS, VARIANTS, Tally, check_run, script, tools
+from tests.stuck_agents import ACTIONS, VARIANTS, WRAP_UP, Tally, check_run, script, tools
 
 MAX_ITERATIONS = 40  # the function-invocation loop's default max_iterations
 
@@ -55,16 +55,23 @@ def _results(messages: list[Message]) -> list[str]:
 class Stuck(FunctionInvocationLayer[Any], ChatMiddlewareLayer[Any], BaseChatClient[Any]):
     """Calls a tool every turn, following ``script``; keeps what it was shown of each result."""
 
-    def __init__(self, variant: str) -> None:
+    def __init__(self, variant: str, wrap_up: str = "") -> None:
         super().__init__()
         self.variant, self.turns = variant, 0
         self.shown: list[str] = []
+        self.wrap_up = wrap_up  # its answer when offered no tool (else it calls one again)
+        self.asked = ""
 
     async def _inner_get_response(self, *, messages: list[Message], stream: bool, options: Any,
                                   **kwargs: Any) -> Any:
         self.shown.extend(_results(messages[-1:]))
-        name, args = script(self.variant, self.turns)
         self.turns += 1
+        if not (options or {}).get("tools"):
+            self.asked = messages[-1].text
+            if self.wrap_up:
+                reply = ChatResponse(messages=[Message(role="assistant", contents=[self.wrap_up])])
+                return _reply(reply, stream)
+        name, args = script(self.variant, self.turns - 1)
         return _reply(_call(name, args, self.turns), stream)
 
 
@@ -112,7 +119,30 @@ def test_a_kill_ends_the_run_with_a_final_answer_the_application_can_show() -> N
     tally, client, ended, text = _stuck("kill", "same")
     assert ended == "final answer by the guard"
     assert text is not None and text.startswith("Stopped: the agent was looping (dedup at tool call 3")
-    assert tally.total == 2 and client.turns == 3
+    # Asked once more, with no tool, for a final answer: this model calls a tool again, so the
+    # run ends with the canned answer, and no tool runs.
+    assert tally.total == 2 and client.turns == 4
+
+
+def test_after_a_kill_the_response_is_the_models_own_final_answer_written_without_tools() -> None:
+    tally = Tally()
+    client = Stuck("same", wrap_up=WRAP_UP)
+    guard = LoopGuard(on_loop="kill")
+    agent = Agent(client=client, tools=tools(tally), name="shopper", middleware=guard.middleware)
+    with capture_logs():
+        text = asyncio.run(agent.run("find me a laptop")).text
+    assert text == WRAP_UP and tally.total == 2 and client.turns == 4
+    assert client.asked.startswith("[fuzeguard] Your tool calls were stopped: You called `search`")
+
+
+def test_without_wrap_up_the_kill_ends_with_the_canned_answer_and_the_model_is_not_asked() -> None:
+    tally = Tally()
+    client = Stuck("same", wrap_up=WRAP_UP)
+    guard = LoopGuard(on_loop="kill", wrap_up=False)
+    agent = Agent(client=client, tools=tools(tally), name="shopper", middleware=guard.middleware)
+    with capture_logs():
+        text = asyncio.run(agent.run("find me a laptop")).text
+    assert text.startswith("Stopped: the agent was looping") and client.turns == 3
 
 
 def test_exit_behavior_error_raises_loop_detected_out_of_agent_run() -> None:
@@ -240,5 +270,5 @@ def test_parallel_calls_of_one_model_turn_take_one_step_of_the_ladder() -> None:
         text = asyncio.run(agent.run("find me a laptop")).text
     actions = [e["action"] for e in logs if e["event"] == "fuzeguard.loop_detected"]
     assert actions == ["warn"] + ["skip"] * 3 + ["kill"]
-    assert tally.total == 3 and client.turns == 3
+    assert tally.total == 3 and client.turns == 4  # the 4th: asked for the final answer
     assert text.startswith("Stopped: the agent was looping")

@@ -119,6 +119,44 @@ def test_a_subagents_calls_are_guarded_in_a_child_run_of_the_prompts_run() -> No
     assert killed == ["researcher"] and tally.total == 2 and cli.stopped_by_hook
 
 
+def _searches(times: int) -> Any:
+    """A model that searches for laptops ``times`` times in its prompt, then answers."""
+    return lambda prompt, read: ("search", {"query": "laptops"}) if len(read) < times else ANSWER
+
+
+@pytest.mark.parametrize("subagent", [None, "researcher"])
+def test_a_later_prompt_of_a_killed_session_gets_its_own_answer(subagent: str | None) -> None:
+    """After a kill (of the prompt, or of a subagent), ``final_answer`` / ``killed`` of the
+    session were still the stop for every later prompt: the documented recipe showed "Stopped:
+    ..." in place of the real answer. A new prompt clears them."""
+    tally = Tally()
+    guard = LoopGuard(on_loop="kill")
+    first = ScriptedCLI(_searches(10), session_id="s-later", subagent=subagent)
+    second = ScriptedCLI(lambda prompt, read: ANSWER, session_id="s-later")
+    with capture_logs():
+        asyncio.run(_ask(guard, tally, first, "find me a laptop"))
+        assert first.stopped_by_hook and guard.final_answer("s-later") is not None
+        result = asyncio.run(_ask(guard, tally, second, "thanks, and a mouse?"))
+    assert guard.final_answer("s-later") is None and guard.killed("s-later") is None
+    assert result.result == ANSWER
+
+
+def test_a_background_subagent_of_an_earlier_prompt_that_loops_does_not_stop_the_prompt() -> None:
+    """A subagent left running by the first prompt loops during the second: its calls are
+    refused from then on, and the second prompt, which did not loop, goes on to its answer."""
+    tally = Tally()
+    guard = LoopGuard(on_loop="kill")
+    first = ScriptedCLI(_searches(2), session_id="s-bg", subagent="researcher")
+    later = ScriptedCLI(_searches(3), session_id="s-bg", subagent="researcher")
+    with capture_logs() as logs:
+        asyncio.run(_ask(guard, tally, first, "research laptops in the background"))
+        result = asyncio.run(_ask(guard, tally, later, "and now?"))
+    assert [e["run_name"] for e in logs if e["event"] == "fuzeguard.run_killed"] == ["researcher"]
+    assert tally.total == 2 and not later.stopped_by_hook
+    assert later.read[-1].endswith("Stop calling tools and answer with what you have.")
+    assert result.result == ANSWER and guard.final_answer("s-bg") is None
+
+
 def _served(prompt: str, read: list[str]) -> Step:
     step = next_call(prompt, len(read))
     return ANSWER if step is None else step

@@ -13,6 +13,8 @@ import pytest
 
 from tests.stuck_agents import ACTIONS, ROOT, VARIANTS, Behaviour, check, short, side_example
 
+WRAP_UP = "what I found before I was stopped, for"  # crewai_stuck.WRAP_UP (CrewAI is not here)
+
 
 @pytest.fixture(scope="module")
 def measured(crewai_python: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
@@ -42,13 +44,44 @@ def test_calls_answered_from_crewais_cache_are_seen_and_killed(measured: dict[st
     """The tool body ran once; the cache answered call 2; the 3rd was killed."""
     found = measured["kill/same"]
     assert found["total"] == 1 and found["after"] == 0
-    assert found["ended"] == "kickoff raised LLMCallBlockedError"
+    assert found["ended"] == "kickoff returned the final answer"
 
 
-def test_a_kill_ends_kickoff_by_blocking_the_next_llm_call(measured: dict[str, Any]) -> None:
+def test_a_kill_ends_kickoff_with_a_final_answer_after_one_more_llm_call(
+    measured: dict[str, Any],
+) -> None:
+    """A stuck model asks for a tool even when asked for a final answer: the canned answer."""
     found = measured["kill/alternate"]
-    assert found["total"] == 7
-    assert found["ended"] == "kickoff raised LLMCallBlockedError"
+    assert found["total"] == 7 and found["after"] == 0
+    assert found["turns"] == 9  # 8 turns, the 8th call killed; then the one call for an answer
+    assert found["ended"] == "kickoff returned the final answer"
+
+
+def test_plain_kickoff_with_only_the_hooks_ends_with_the_models_own_final_answer(
+    measured: dict[str, Any],
+) -> None:
+    """CrewAI review: a plain ``crew.kickoff()`` raised ``LLMCallBlockedError`` (no answer, no
+    ``LoopDetected``). Now the model is asked once, without tools, with the detection's message
+    as the reason, and its reply is the crew's output; no tool runs after the kill."""
+    found = measured["plain kickoff"]
+    assert found["ended"] == f"returned {WRAP_UP} loop"
+    assert found["total"] == 1  # the tool ran once; CrewAI's cache answered call 2, call 3 killed
+    assert "[fuzeguard] Your tool calls were stopped: You called `search`" in found["last asked"]
+    assert found["last asked"].endswith("say what you could not finish.")
+
+
+def test_plain_kickoff_without_wrap_up_ends_with_the_canned_answer(measured: dict[str, Any]) -> None:
+    assert measured["plain kickoff canned"]["ended"].startswith(
+        "returned Stopped: the agent was looping (dedup at tool call")
+    assert measured["plain kickoff canned"]["llm calls"] == measured["plain kickoff"]["llm calls"]
+
+
+def test_plain_kickoff_with_exit_behavior_error_raises_loop_detected(
+    measured: dict[str, Any],
+) -> None:
+    found = measured["plain kickoff error"]
+    assert found["ended"].endswith("(a LoopDetected)")
+    assert found["llm calls"] == measured["plain kickoff"]["llm calls"] - 1  # none after the kill
 
 
 def test_a_skip_shows_the_model_the_message_and_the_tool_never_runs_again(
@@ -64,13 +97,13 @@ def test_a_server_that_only_adds_the_hooks_keeps_concurrent_kickoffs_apart(
 ) -> None:
     found = measured["server"]
     assert found["answers"][:6] == [f"answer to r{i}" for i in range(6)]
-    assert found["answers"][6] == "LLMCallBlockedError"  # the looping crew, ended at its kill
+    assert found["answers"][6] == f"{WRAP_UP} loop"  # the looping crew: its wrap-up answer
     assert found["later"] == "answer to later"
     assert found["total"] - 7 <= 5  # the looping crew's tool runs (the cache answers repeats)
 
 
 def test_guard_kickoff_ends_a_killed_crew_with_the_final_answer(measured: dict[str, Any]) -> None:
-    assert measured["kickoff"]["ended"].startswith("returned Stopped: the agent was looping")
+    assert measured["kickoff"]["ended"] == f"returned {WRAP_UP} loop"
     assert measured["kickoff error"]["ended"] == "raised LoopDetected"
 
 
@@ -78,7 +111,7 @@ def test_a_skip_only_crew_that_keeps_searching_is_ended_by_escalation(
     measured: dict[str, Any],
 ) -> None:
     found = measured["skip"]
-    assert found["ended"].startswith("returned Stopped: the agent was looping")
+    assert found["ended"] == f"returned {WRAP_UP} loop"
     assert found["total"] <= 10
 
 
@@ -88,13 +121,16 @@ def test_a_warning_reaches_the_model_as_a_note_on_the_tool_result(measured: dict
 
 
 def test_two_registered_guards_judge_each_call_once(measured: dict[str, Any]) -> None:
+    """And the crew still ends with the model's final answer: the second guard's LLM-call hook
+    does not block the call the first one asked for it in."""
     assert measured["two guards"]["calls"] == measured["kill/same"]["calls"]
+    assert measured["two guards"]["ended"] == f"returned {WRAP_UP} loop"
 
 
 def test_the_ladder_ends_an_alternation_at_its_tenth_call(measured: dict[str, Any]) -> None:
     found = measured["ladder/alternate"]
     assert found["total"] == 8
-    assert found["ended"] == "kickoff raised LLMCallBlockedError"
+    assert found["ended"] == "kickoff returned the final answer"
 
 
 def test_the_docs_example_runs_and_prints_what_the_page_shows(crewai_python: str, tmp_path: Path) -> None:

@@ -27,7 +27,7 @@ from fuzeguard import LoopDetected
 from fuzeguard.integrations._runs import KeyedRuns
 from fuzeguard.integrations.google_adk import LoopGuardPlugin
 from tests.served import ANSWER, CONCURRENT, LEGIT, LOOPING, check_served, next_call
-from tests.stuck_agents import ACTIONS, VARIANTS, Tally, check_run, script, tools
+from tests.stuck_agents import ACTIONS, VARIANTS, WRAP_UP, Tally, check_run, script, tools
 
 MAX_LLM_CALLS = 25  # RunConfig.max_llm_calls for the stuck agents (ADK's default is 500)
 
@@ -64,6 +64,8 @@ class Stuck(BaseLlm):
     variant: str = "same"
     turns: int = 0
     shown: list[str] = Field(default_factory=list)
+    wrap_up: str = ""  # its answer when no tool is declared (else it calls one again)
+    asked: str = ""
 
     async def generate_content_async(
         self, llm_request: LlmRequest, stream: bool = False
@@ -71,6 +73,12 @@ class Stuck(BaseLlm):
         answers = _responses(llm_request)
         if answers:
             self.shown.append(_shown(answers[-1]))
+        if llm_request.config is not None and not llm_request.config.tools:
+            self.asked = llm_request.contents[-1].parts[0].text or ""
+            if self.wrap_up:
+                self.turns += 1
+                yield _text(self.wrap_up)
+                return
         name, args = script(self.variant, self.turns)
         self.turns += 1
         yield _call(name, args, self.turns)
@@ -146,7 +154,29 @@ def test_a_kill_ends_the_run_with_a_final_answer_the_application_can_show() -> N
     tally, model, ended, final = _stuck("kill", "same")
     assert ended == "final answer by the guard"
     assert final is not None and final.startswith("Stopped: the agent was looping (dedup at tool call 3")
-    assert tally.total == 2 and model.turns == 3
+    # Asked once more, with no tool declared, for a final answer: this model calls a tool again,
+    # which is refused, and the run ends with the canned answer.
+    assert tally.total == 2 and model.turns == 4
+
+
+def test_after_a_kill_the_final_response_is_the_models_own_answer_asked_without_tools() -> None:
+    tally = Tally()
+    model = Stuck(variant="same", wrap_up=WRAP_UP)
+    runner = _runner(model, tally, LoopGuardPlugin(on_loop="kill"))
+    with capture_logs():
+        final = asyncio.run(_ask(runner, "find me a laptop"))
+    assert final == WRAP_UP and tally.total == 2 and model.turns == 4
+    assert model.asked.startswith("[fuzeguard] Your tool calls were stopped: You called `search`")
+
+
+def test_without_wrap_up_the_kill_ends_with_the_canned_answer_and_the_model_is_not_asked() -> None:
+    tally = Tally()
+    model = Stuck(variant="same", wrap_up=WRAP_UP)
+    runner = _runner(model, tally, LoopGuardPlugin(on_loop="kill", wrap_up=False))
+    with capture_logs():
+        final = asyncio.run(_ask(runner, "find me a laptop"))
+    assert final is not None and final.startswith("Stopped: the agent was looping")
+    assert model.turns == 3 and not model.asked
 
 
 def test_the_kill_stays_available_as_loop_detected_for_the_session() -> None:
@@ -270,5 +300,5 @@ def test_parallel_calls_of_one_model_turn_take_one_step_of_the_ladder() -> None:
         final = asyncio.run(_ask(runner, "find me a laptop"))
     actions = [e["action"] for e in logs if e["event"] == "fuzeguard.loop_detected"]
     assert actions == ["warn"] + ["skip"] * 3 + ["kill"]
-    assert tally.total == 3 and model.turns == 3
+    assert tally.total == 3 and model.turns == 4  # the 4th: asked for the final answer
     assert final is not None and final.startswith("Stopped: the agent was looping")

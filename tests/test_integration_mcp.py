@@ -208,3 +208,81 @@ def test_two_clients_over_streamable_http_with_the_default_client_keep_apart() -
         loop_errors, polled = asyncio.run(both())
     assert loop_errors == [False, False, True, True, True, True] and tally.total == 2
     assert polled == "Job job-7: done"
+
+
+def test_clients_a_proxy_sends_over_one_connection_never_lock_each_other_out() -> None:
+    """Third review e08: behind a reverse proxy that pools its upstream connections, clients
+    without a session header were keyed by the proxy's connection: one client's loop killed that
+    run, and the next client's first call was refused with its stop message."""
+    tally = Tally()
+
+    def pooled(ctx: Any) -> Any:  # what default_session_key gives every client behind the proxy
+        return ("connection", "10.0.0.9", 41000)
+
+    server = _server("kill", tally, session_key=pooled)
+
+    async def two_clients() -> tuple[list[bool], bool, bool]:
+        async with Client(server) as a:
+            looped = [bool((await a.call_tool("search", {"query": "laptops"})).is_error)
+                      for _ in range(4)]
+        async with Client(server) as b:
+            first = await b.call_tool("search", {"query": "weather in Paris"})
+            again = await b.call_tool("search", {"query": "laptops"})
+        return looped, bool(first.is_error), bool(again.is_error)
+
+    with capture_logs():
+        looped, first_failed, loop_refused = asyncio.run(two_clients())
+    assert looped == [False, False, True, True]  # the looping client is stopped
+    assert not first_failed  # the next client's call runs
+    assert loop_refused  # what looped stays refused on that connection
+
+
+def test_calls_to_tools_the_server_does_not_have_are_not_booked() -> None:
+    """Third review e12: every call to a made-up tool name was booked in the session's run before
+    the SDK answered "Unknown tool": 20,000 names, 20,000 entries kept while the session lived."""
+    middleware = LoopGuardMiddleware(on_loop="kill")
+    server = MCPServer("shop", middleware=[middleware])
+
+    @server.tool()
+    def search(query: str) -> str:
+        """Search."""
+        return f"3 results for {query}"
+
+    async def client() -> tuple[list[str], int, list[bool]]:
+        async with Client(server) as session:
+            unknown = [(await session.call_tool(f"made_up_{i}", {})).content[0].text
+                       for i in range(50)]
+            booked = sum(len(r.stats().calls_by_fn) for r in middleware._runs._runs.values())
+            real = [bool((await session.call_tool("search", {"query": "x"})).is_error)
+                    for _ in range(4)]
+            return unknown, booked, real
+
+    with capture_logs():
+        unknown, booked, real = asyncio.run(client())
+    assert unknown[0] == "Unknown tool: made_up_0" and len(set(unknown)) == 50
+    assert booked == 0
+    assert real == [False, False, True, True]  # the server's own tools are still guarded
+
+
+def test_a_server_whose_tools_cannot_be_listed_is_guarded_as_before(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A middleware chain whose ``tools/list`` the guard cannot read: logged once, and every
+    call judged whatever its name, as before."""
+    from fuzeguard.integrations import mcp as integration
+
+    async def refused(*args: Any) -> Any:
+        raise RuntimeError("listing refused")
+
+    monkeypatch.setattr(integration, "_listed_tools", refused)
+    tally = Tally()
+
+    async def client() -> list[bool]:
+        async with Client(_server("kill", tally)) as session:
+            return [bool((await session.call_tool("search", {"query": "x"})).is_error)
+                    for _ in range(4)]
+
+    with capture_logs() as logs:
+        errors = asyncio.run(client())
+    assert errors == [False, False, True, True]
+    assert [e["event"] for e in logs].count("fuzeguard.mcp_tools_unlisted") == 1

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from tests.served import check_served
 from tests.stuck_agents import ACTIONS, ROOT, VARIANTS, Behaviour, check, short, side_example
 
 STOP = "Tool calls in this session are stopped"
@@ -114,3 +115,14 @@ def test_a_budget_warning_reaches_the_client_once_with_the_next_result(
     assert [text.count(warning) for _, text in seen[:4]] == [0, 1, 0, 0]
     assert seen[1] == [False, seen[1][1]] and seen[1][1].startswith("value of k2")
     assert seen[4][0] and "Tool calls in this session are stopped" in seen[4][1]
+
+
+def test_a_server_with_only_session_guard_serves_concurrent_sessions_and_ends_the_looping_one(
+    measured: dict[str, Any],
+) -> None:
+    """The serving scenario of every framework (``served.py``), with mcp 1.x: six legitimate
+    sessions answered, the looping one stopped, a later one answered."""
+    found = measured["served"]
+    answers, looping = found["answers"][:-1], found["answers"][-1]
+    assert looping.startswith("stopped: ") and STOP in looping
+    check_served(answers, found["later"], found["total"])

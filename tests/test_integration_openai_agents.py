@@ -10,14 +10,23 @@ from typing import Any
 import pytest
 from agents import Agent, Model, ModelResponse, Runner, Usage, function_tool
 from agents.exceptions import MaxTurnsExceeded, ToolInputGuardrailTripwireTriggered
-from openai.types.responses import ResponseFunctionToolCall
+from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage, ResponseOutputText
 from structlog.testing import capture_logs
 
 import fuzeguard
 from fuzeguard import LoopDetected
 from fuzeguard.events import CallCompleted
 from fuzeguard.integrations.openai_agents import LoopGuard
-from tests.stuck_agents import ACTIONS, VARIANTS, Tally, check_run, script, tools
+from tests.stuck_agents import (
+    ACTIONS,
+    VARIANTS,
+    WRAP_UP,
+    Tally,
+    check_run,
+    lookup,
+    script,
+    tools,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -28,18 +37,29 @@ def _no_trace_export(monkeypatch: pytest.MonkeyPatch) -> None:
 class StuckModel(Model):
     """Calls a tool every turn, following ``script``; keeps what the tools answered."""
 
-    def __init__(self, variant: str) -> None:
+    def __init__(self, variant: str, wrap_up: str = "") -> None:
         self.variant = variant
         self.turns = 0
         self.shown: list[str] = []
+        self.offered: list[list[str]] = []  # the tools of each call
+        self.wrap_up = wrap_up  # its final answer when asked for one (else it calls a tool again)
+        self.asked = ""
 
     async def get_response(self, system_instructions: Any, input: Any, model_settings: Any,
                            tools: Any, output_schema: Any, handoffs: Any, tracing: Any,
                            **kwargs: Any) -> ModelResponse:
+        self.offered.append([t.name for t in tools])
         if isinstance(input, list):
             outputs = [i for i in input if isinstance(i, dict) and i.get("type") == "function_call_output"]
             if outputs:
                 self.shown.append(str(outputs[-1]["output"]))
+            last = input[-1] if input else {}
+            if isinstance(last, dict) and str(last.get("content", "")).startswith("[fuzeguard]"):
+                self.asked = str(last["content"])
+                if self.wrap_up:
+                    self.turns += 1
+                    return ModelResponse(output=[_message(self.wrap_up)], usage=Usage(),
+                                         response_id=None)
         name, args = script(self.variant, self.turns)
         self.turns += 1
         call = ResponseFunctionToolCall(id=f"c{self.turns}", call_id=f"c{self.turns}",
@@ -48,6 +68,12 @@ class StuckModel(Model):
 
     def stream_response(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError
+
+
+def _message(text: str) -> ResponseOutputMessage:
+    return ResponseOutputMessage(id="m", type="message", role="assistant", status="completed",
+                                 content=[ResponseOutputText(type="output_text", text=text,
+                                                             annotations=[])])
 
 
 def _agent(action: str, variant: str, tally: Tally, **tool_options: Any) -> tuple[Agent[Any], StuckModel]:
@@ -91,7 +117,34 @@ def test_a_kill_ends_runner_run_with_a_final_output_and_no_further_model_turn() 
     ended, output = _run(agent)
     assert ended == "agent ended by the guard with a final output"
     assert output.startswith("Stopped: the agent was looping (dedup at tool call 3")
-    assert tally.total == 2 and model.turns == 3
+    # Asked once more, with no tool, for a final answer: this model asks for a tool again, so
+    # the run ends with the canned answer, and no tool runs.
+    assert tally.total == 2 and model.turns == 4 and model.offered[-1] == []
+
+
+def test_after_a_kill_the_final_output_is_the_models_own_answer_written_without_tools() -> None:
+    """The kill asks the model once more, offered no tool, with the run's last exchange, the
+    step's outputs and the detection's message as the reason: ``final_output`` is its answer."""
+    tally = Tally()
+    model = StuckModel("same", wrap_up=WRAP_UP)
+    agent = Agent(name="shopper", model=model, tools=[function_tool(f) for f in tools(tally)])
+    LoopGuard(on_loop="kill", on_detect=tally.on_detect).protect(agent)
+    ended, output = _run(agent)
+    assert ended == "returned" and output == WRAP_UP
+    assert tally.total == 2 and tally.after_detection == 0 and model.turns == 4
+    assert model.offered[:3] == [["search", "tool_a", "tool_b"]] * 3 and model.offered[3] == []
+    assert model.asked.startswith("[fuzeguard] Your tool calls were stopped: You called `search`")
+    assert model.shown[-1].endswith("Stop calling tools and answer with what you have.")
+
+
+def test_without_wrap_up_the_kill_ends_with_the_canned_output_and_the_model_is_not_asked() -> None:
+    tally = Tally()
+    model = StuckModel("same", wrap_up=WRAP_UP)
+    agent = Agent(name="shopper", model=model, tools=[function_tool(f) for f in tools(tally)])
+    LoopGuard(on_loop="kill", wrap_up=False).protect(agent)
+    _, output = _run(agent)
+    assert output.startswith("Stopped: the agent was looping (dedup")
+    assert model.turns == 3 and not model.asked
 
 
 def test_exit_behavior_error_raises_with_the_loop_detected_of_the_killed_run_as_output_info() -> None:
@@ -122,7 +175,8 @@ def test_a_skip_shows_the_model_the_message_and_escalates_to_a_kill() -> None:
     assert ended == "agent ended by the guard with a final output"
     assert tally.total == 2
     assert [t[:45] for t in model.shown[2:]] == [
-        "You called `search` with the same arguments 3", "You called `search` with the same arguments 4"
+        "You called `search` with the same arguments 3", "You called `search` with the same arguments 4",
+        "You called `search` with the same arguments 5",  # the kill, read with the final request
     ]
 
 
@@ -131,7 +185,7 @@ def test_the_ladder_ends_an_alternation_within_the_default_ten_turns() -> None:
     agent, model = _agent("ladder", "alternate", tally)
     ended, _ = _run(agent)
     assert ended == "agent ended by the guard with a final output"
-    assert model.turns == 10 and tally.total == 8
+    assert model.turns == 11 and tally.total == 8  # 10 turns, then the final answer's call
 
 
 def test_warn_lets_every_call_run_until_max_turns_and_the_model_reads_the_note() -> None:
@@ -196,6 +250,25 @@ class RequestModel(Model):
 def _server_agent(tally: Tally, guard: LoopGuard, calls: int = 1) -> Agent[Any]:
     return guard.protect(Agent(name="shop", model=RequestModel(calls),
                                tools=[function_tool(f) for f in tools(tally)]))
+
+
+def test_two_guards_protecting_agents_built_from_one_tool_list_each_end_their_own_run() -> None:
+    """Two agents built from one list of ``FunctionTool`` objects, each protected by its own
+    guard: both guards' guardrails sit on every tool. The second run's loop was never ended (the
+    first guard refused its calls, the second never saw them, the model went on to max_turns);
+    now the calling agent's guard judges each call, once."""
+    tally = Tally()
+    shared = [function_tool(f) for f in tools(tally)]
+    models = [StuckModel("same"), StuckModel("same")]
+    guards = [LoopGuard(on_loop="kill"), LoopGuard(on_loop="kill")]
+    agents = [guard.protect(Agent(name=f"agent-{i}", model=model, tools=shared))
+              for i, (guard, model) in enumerate(zip(guards, models, strict=True))]
+    for agent, model in zip(agents, models, strict=True):
+        ended, output = _run(agent)
+        assert ended == "agent ended by the guard with a final output"
+        assert output.startswith("Stopped: the agent was looping (dedup at tool call 3")
+        assert model.turns == 4
+    assert tally.total == 4  # two runs of the tool in each run
 
 
 def test_a_server_that_only_adds_the_guard_keeps_concurrent_requests_apart() -> None:
@@ -286,3 +359,66 @@ def test_the_ladder_steps_once_per_model_turn_for_parallel_identical_calls() -> 
     # turn 1's third call warns; turn 2's three calls are one step (skip); turn 3 is killed
     assert loops == ["warn"] + ["skip"] * 3 + ["kill"]
     assert tally.total == 3 and output.startswith("Stopped: the agent was looping")
+
+
+
+class ModelLoop(StuckModel):
+    """``invalid`` asks for ``search`` with an argument it does not take, ``batch`` for the same
+    two calls every turn, ``legit`` looks up 12 different laptops, then answers; asked for a
+    final answer (no tool offered), it answers ``WRAP_UP``. (An unknown tool is not a loop
+    here: the SDK raises ``ModelBehaviorError`` at the first one.)"""
+
+    async def get_response(self, system_instructions: Any, input: Any, model_settings: Any,
+                           tools: Any, output_schema: Any, handoffs: Any, tracing: Any,
+                           **kwargs: Any) -> ModelResponse:
+        self.turns += 1
+        turn = self.turns
+        if not tools:
+            return ModelResponse(output=[_message(WRAP_UP)], usage=Usage(), response_id=None)
+        if self.variant == "legit" and turn > 12:
+            return ModelResponse(output=[_message("12 laptops compared")], usage=Usage(),
+                                 response_id=None)
+        calls = {
+            "invalid": [("search", {"terms": "laptops"})],
+            "batch": [("tool_a", {"query": "laptops"}), ("tool_b", {"query": "laptops"})],
+            "legit": [("lookup", {"index": turn - 1})],
+        }[self.variant]
+        output = [ResponseFunctionToolCall(id=f"c{turn}-{k}", call_id=f"c{turn}-{k}",
+                                           type="function_call", name=name, arguments=json.dumps(args))
+                  for k, (name, args) in enumerate(calls)]
+        return ModelResponse(output=output, usage=Usage(), response_id=None)
+
+
+def _model_loop(kind: str, **options: Any) -> tuple[Any, int, Tally, list[dict[str, Any]]]:
+    tally = Tally()
+    model = ModelLoop(kind)
+    agent = Agent(name="shopper", model=model,
+                  tools=[function_tool(f) for f in [*tools(tally), lookup]])
+    LoopGuard(**options).protect(agent)
+    with capture_logs() as logs:
+        output = asyncio.run(Runner.run(agent, "find me a laptop", max_turns=30)).final_output
+    return output, model.turns, tally, logs
+
+
+def test_a_model_that_keeps_calling_a_tool_with_invalid_arguments_is_ended_with_an_answer() -> None:
+    output, calls, tally, _ = _model_loop("invalid")
+    assert output == WRAP_UP and calls <= 8 and tally.total == 0
+
+
+def test_the_same_batch_of_two_calls_every_turn_is_ended_within_six_model_calls() -> None:
+    output, calls, tally, _ = _model_loop("batch")
+    assert output == WRAP_UP and calls <= 6
+    assert tally.runs == {"tool_a": 2, "tool_b": 2}
+
+
+def test_a_legitimate_twelve_turn_run_with_distinct_calls_is_answered_normally() -> None:
+    output, calls, _, logs = _model_loop("legit")
+    assert output == "12 laptops compared" and calls == 13
+    assert not [e for e in logs if e["event"] in ("fuzeguard.run_killed", "fuzeguard.loop_detected")]
+
+
+def test_max_model_calls_ends_the_run_after_the_tool_step_instead_of_the_next_model_call() -> None:
+    output, calls, _, logs = _model_loop("legit", max_model_calls=5)
+    assert output == WRAP_UP and calls == 6  # 5, then the final answer's (the 6th not made)
+    (limit,) = [e for e in logs if e["event"] == "fuzeguard.limit_reached"]
+    assert limit["run_name"] == "openai-agents-run/model" and limit["call_index"] == 6

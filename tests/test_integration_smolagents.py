@@ -19,7 +19,17 @@ from structlog.testing import capture_logs
 import fuzeguard
 from fuzeguard import LoopDetected
 from fuzeguard.integrations.smolagents import LoopGuard, guarded_tool, stop_on_kill
-from tests.stuck_agents import ACTIONS, VARIANTS, Behaviour, Tally, check, script, short, tools
+from tests.stuck_agents import (
+    ACTIONS,
+    VARIANTS,
+    WRAP_UP,
+    Behaviour,
+    Tally,
+    check,
+    script,
+    short,
+    tools,
+)
 
 
 class StuckModel(Model):
@@ -140,6 +150,8 @@ class RequestModel(Model):
             texts.append(" ".join(c.get("text", "") for c in content) if isinstance(content, list)
                          else str(content))
         self.shown.append(texts[-1])
+        if "[fuzeguard] Your tool calls were stopped" in texts[-1]:  # asked for a final answer
+            return ChatMessage(role=MessageRole.ASSISTANT, content=WRAP_UP)
         asked = "loop" if any("TASK: loop" in t for t in texts) else next(
             t.split("TASK: ")[1].split()[0] for t in texts if "TASK: " in t)
         found = "Observation:" in texts[-1] or "3 results" in texts[-1]
@@ -179,7 +191,7 @@ def test_a_server_that_only_adds_the_guard_keeps_concurrent_requests_apart(code:
     with capture_logs(), ThreadPoolExecutor(7) as pool:
         *answers, looped = pool.map(request, [*(f"r{i}" for i in range(6)), "loop"])
         assert answers == [f"answer to r{i}" for i in range(6)]
-        assert looped.startswith("Stopped: the agent was looping")
+        assert looped == WRAP_UP  # the looping request, ended with the model's final answer
         assert tally.total - 6 <= 5
         assert request("later") == "answer to later"
 
@@ -187,7 +199,10 @@ def test_a_server_that_only_adds_the_guard_keeps_concurrent_requests_apart(code:
 def test_a_kill_ends_the_run_with_the_final_answer_or_raises_with_exit_behavior_error() -> None:
     tally = Tally()
     with capture_logs():
-        answer = _guarded_agent(tally, LoopGuard()).run("TASK: loop")
+        # The model's own final answer, asked through smolagents' provide_final_answer with the
+        # detection's message as the reason; or the canned one without wrap_up.
+        assert _guarded_agent(tally, LoopGuard()).run("TASK: loop") == WRAP_UP
+        answer = _guarded_agent(tally, LoopGuard(wrap_up=False)).run("TASK: loop")
         assert answer.startswith("Stopped: the agent was looping (dedup at tool call 3")
         with pytest.raises(LoopDetected) as raised:
             _guarded_agent(tally, LoopGuard(exit_behavior="error")).run("TASK: loop")
@@ -209,7 +224,7 @@ def test_a_skip_only_agent_that_keeps_searching_is_ended_by_escalation() -> None
     tally = Tally()
     with capture_logs():
         answer = _guarded_agent(tally, LoopGuard(on_loop="skip")).run("TASK: loop")
-    assert answer.startswith("Stopped: the agent was looping") and tally.total <= 10
+    assert answer == WRAP_UP and tally.total <= 10  # ended by the kill the skips escalated to
 
 
 def test_a_warning_reaches_the_model_as_a_note_on_the_observation() -> None:
@@ -246,4 +261,4 @@ def test_tool_subclasses_and_managed_agents_are_guarded_and_the_originals_untouc
     assert original("x") == "3 results for laptops"  # the original is not guarded
     with capture_logs():
         answer = worker.run("TASK: loop")
-    assert answer.startswith("Stopped: the agent was looping") and len(ran) == 1 + 2
+    assert answer == WRAP_UP and len(ran) == 1 + 2  # the worker's loop, ended

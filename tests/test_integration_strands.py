@@ -11,7 +11,7 @@ import pytest
 from side_env import measured_by, run_in
 
 from tests.served import ANSWER, check_served
-from tests.stuck_agents import ACTIONS, VARIANTS, Tally, check_run, side_example
+from tests.stuck_agents import ACTIONS, VARIANTS, WRAP_UP, Tally, check_run, side_example
 
 
 @pytest.fixture(scope="module")
@@ -39,8 +39,20 @@ def test_a_kill_ends_the_invocation_with_a_final_answer_and_keeps_the_loop_detec
 ) -> None:
     found = measured["stuck"]["kill/same"]
     assert found["text"].startswith("Stopped: the agent was looping (dedup at tool call 3")
-    assert found["total"] == 2 and found["turns"] == 3
+    # Asked once more, with no tool, for a final answer: this model calls a tool again, so the
+    # invocation ends with the canned answer, and no tool runs.
+    assert found["total"] == 2 and found["turns"] == 4
     assert found["error"] == {"type": "LoopDetected", "layer": "dedup", "calls": 2, "killed": True}
+
+
+def test_after_a_kill_the_final_answer_is_the_models_own_written_without_tools(
+    measured: dict[str, Any],
+) -> None:
+    found = measured["wrap up"]
+    assert found["text"] == WRAP_UP and found["total"] == 2 and found["turns"] == 4
+    assert found["asked"].startswith("[fuzeguard] Your tool calls were stopped: You called `search`")
+    canned = measured["canned"]
+    assert canned["text"].startswith("Stopped: the agent was looping") and canned["turns"] == 3
 
 
 def test_a_warning_reaches_the_model_with_the_tools_result(measured: dict[str, Any]) -> None:
@@ -85,7 +97,7 @@ def test_parallel_calls_of_one_model_turn_take_one_step_of_the_ladder(
     found = measured["parallel"]
     # turn 1's third call warns, turn 2's three calls are one step (skip), turn 3 is killed
     assert found["actions"] == ["warn"] + ["skip"] * 3 + ["kill"]
-    assert found["tool_runs"] == 3 and found["turns"] == 3
+    assert found["tool_runs"] == 3 and found["turns"] == 4  # the 4th: asked for a final answer
     assert found["text"].startswith("Stopped: the agent was looping")
 
 

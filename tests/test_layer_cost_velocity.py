@@ -21,10 +21,13 @@ def llm_calls(answers: list[str], cost: float) -> list[Step]:
 
 def test_worked_example_spend_above_threshold_with_one_new_answer_is_a_loop() -> None:
     """Fuze layer 3 (docs/layers.md worked example): five calls at 0.12 (0.60 > 0.5), four times
-    the same answer and one new one: the sixth call to ask_llm is a loop."""
-    answers = [SAME, SAME, words(1), SAME, SAME, SAME]
+    the same answer and one new one: the sixth call to ask_llm is a loop. Its first detection
+    warns; the seventh, still spending on the same answer, is killed."""
+    answers = [SAME, SAME, words(1), SAME, SAME, SAME, SAME]
     played = play(llm_calls(answers, 0.12), layers=["cost_velocity"], cost_velocity_threshold=0.5)
-    assert played.killed_at == 6
+    assert played.at("cost_velocity") == [6, 7]  # an early warning, then the loop
+    assert [d.action for d in played.detections] == ["warn", "kill"]
+    assert played.killed_at == 7
 
 
 def test_five_different_answers_are_worth_their_cost() -> None:
@@ -53,12 +56,14 @@ def test_without_a_threshold_the_layer_is_inert() -> None:
 
 def test_cost_from_add_cost_and_from_the_cost_option_both_count() -> None:
     """Fuze layer 3: cost comes from cost= on the guard or fuzeguard.add_cost() in the call."""
-    steps = [Step("ask_llm", {"prompt": f"v{i}"}, SAME) for i in range(6)]
+    steps = [Step("ask_llm", {"prompt": f"v{i}"}, SAME) for i in range(7)]
     per_call = play(steps, layers=["cost_velocity"], cost_velocity_threshold=0.5, cost=0.2)
-    assert per_call.killed_at == 6
-    added = play(llm_calls([SAME] * 6, 0.2), layers=["cost_velocity"],
+    assert per_call.first("cost_velocity") == 6  # warned, then killed at the next call
+    assert per_call.killed_at == 7
+    added = play(llm_calls([SAME] * 7, 0.2), layers=["cost_velocity"],
                  cost_velocity_threshold=0.5)
-    assert added.killed_at == 6
+    assert added.first("cost_velocity") == 6
+    assert added.killed_at == 7
 
 
 def test_spend_per_minute_is_measured_over_the_window_span() -> None:
@@ -94,7 +99,8 @@ def test_short_answers_that_say_nothing_new_are_spending_without_progress() -> N
     steps = [Step("ask_agent", {"prompt": f"Are you done yet? ({i})"}, "Still working on it.",
                   cost=2.0) for i in range(20)]
     played = play(steps, layers=["cost_velocity"], cost_velocity_threshold=5)
-    assert played.killed_at == 6
+    assert played.first("cost_velocity") == 6  # warned, then killed at the next call
+    assert played.killed_at == 7
 
 
 def test_writes_acknowledged_alike_are_worth_their_cost() -> None:

@@ -86,12 +86,15 @@ def test_a_feature_two_layers_read_is_extracted_once_per_call() -> None:
 
 
 def test_both_layers_act_on_the_feature_computed_once() -> None:
-    tool = guard(lambda q: q, name="answer", layers=[LongAnswers(limit=1), ShortAnswers()])
+    # The shared feature is tested here, not the grading: each layer's first detection is acted
+    # on at once (early_warnings = 0).
+    layers = [LongAnswers(limit=1), ShortAnswers()]
+    tool = guard(lambda q: q, name="answer", layers=layers, early_warnings=0)
     with fuzeguard.run(), pytest.raises(LoopDetected) as caught:
         tool("a long answer")
         tool("next")
     assert caught.value.detection.layer == "long_answers"
-    tool2 = guard(lambda q: q, name="answer2", layers=[LongAnswers(limit=1), ShortAnswers()])
+    tool2 = guard(lambda q: q, name="answer2", layers=layers, early_warnings=0)
     with fuzeguard.run(), pytest.raises(LoopDetected) as caught:
         tool2("")
         tool2("next")

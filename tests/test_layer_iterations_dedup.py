@@ -62,7 +62,8 @@ def test_iterations_caps_calls_whose_results_are_unknown() -> None:
 
     with fuzeguard.run(), pytest.raises(LoopDetected) as info:
         recurse(0)
-    assert info.value.detection.call_index == 26
+    # The built-in cap adapts, so its first detection (the 26th call) warns; the 27th persists.
+    assert info.value.detection.call_index == 27
 
 
 def test_iterations_waives_the_cap_for_a_function_that_keeps_bringing_new_results() -> None:
@@ -82,7 +83,7 @@ def test_iterations_waiver_ends_when_results_start_repeating() -> None:
     answers = [f"page {i}" for i in range(30)] + ["no more pages"] * 30
     fetch = guard(lambda i: answers[min(i, 59)], name="fetch", layers=["iterations"])
     killed = calls_until_killed(fetch, list(range(30)) + [99] * 30)
-    assert killed is not None and 30 < killed <= 45
+    assert killed is not None and 30 < killed <= 46  # warned at the cap, killed the call after
 
 
 def test_iterations_waives_the_cap_for_writes_acknowledged_alike() -> None:
@@ -102,7 +103,7 @@ def test_iterations_caps_a_function_that_keeps_failing_the_same_way() -> None:
                 step(i)
             except OSError:
                 pass
-    assert info.value.detection.call_index == 26
+    assert info.value.detection.call_index == 27  # the built-in cap warns first
 
 
 def test_iterations_plain_fuze_cap_when_not_result_aware() -> None:
@@ -132,16 +133,26 @@ def test_iterations_detection_reports_count_and_threshold() -> None:
     assert "`tool`" in d.message
 
 
-def test_dedup_kills_the_third_identical_call_with_the_same_result_by_default() -> None:
-    """The same call with the same result twice and nothing changed since: the 3rd is a loop."""
+def test_dedup_warns_the_third_identical_call_and_kills_a_streak_of_five() -> None:
+    """The same call with the same result twice and nothing changed since: the 3rd is detected
+    (a warning: a few re-runs are often followed by a change of approach); the same call and
+    outcome five times back to back leaves no doubt."""
     search = guard(lambda q: "same results", name="search")
-    assert calls_until_killed(search, ["q"] * 10) == 3
+    with capture_detections() as found:
+        assert calls_until_killed(search, ["q"] * 10) == 5
+    assert [(d.call_index, d.action) for d in found] == [(3, "warn"), (4, "warn"), (5, "kill")]
 
 
 def test_dedup_with_fuze_numbers_kills_the_fourth_identical_call() -> None:
-    """Fuze layer 2 allows 3 identical calls: repeat_threshold = 3 makes the 4th the loop."""
-    search = guard(lambda q: "same results", name="search", repeat_threshold=3)
+    """Fuze layer 2 allows 3 identical calls: repeat_threshold = 3 makes the 4th the loop (with
+    plain Fuze counting, acted on at once; result-aware, a streak that short is a warning)."""
+    search = guard(lambda q: "same results", name="search", repeat_threshold=3,
+                   result_aware=False)
     assert calls_until_killed(search, ["q"] * 10) == 4
+    search = guard(lambda q: "same results", name="search", repeat_threshold=3)
+    with capture_detections() as found:
+        assert calls_until_killed(search, ["q"] * 10) == 5
+    assert found[0].call_index == 4
 
 
 def test_dedup_warns_early_when_an_early_warning_is_set() -> None:
@@ -150,17 +161,24 @@ def test_dedup_warns_early_when_an_early_warning_is_set() -> None:
     search = guard(lambda q: "same results", name="search", repeat_threshold=3,
                    repeat_warn_threshold=3)
     with capture_detections() as found, fuzeguard.run(), pytest.raises(LoopDetected):
-        for _ in range(4):
+        for _ in range(5):
             search("q")
-    assert [(d.call_index, d.kind, d.action) for d in found] == [(3, "warning", "warn"), (4, "loop", "kill")]
+    assert [(d.call_index, d.kind, d.action) for d in found] == [
+        (3, "warning", "warn"), (4, "warning", "warn"), (5, "loop", "kill")
+    ]
 
 
-def test_dedup_gives_no_early_warning_by_default() -> None:
+def test_dedup_warns_a_spread_repeat_first_by_default() -> None:
+    """The first signal of a repeat spread among other calls is a warning; the pattern detected
+    again after it is a loop (``early_warnings = 1``)."""
     search = guard(lambda q: "r", name="search")
+    other = guard(lambda i: f"new {i}", name="fetch")
     with capture_detections() as found, fuzeguard.run(), pytest.raises(LoopDetected):
-        for _ in range(4):
+        for i in range(4):
             search("q")
-    assert [(d.call_index, d.kind) for d in found] == [(3, "loop")]
+            other(i)
+    assert [(d.call_index, d.kind, d.action) for d in found] == [(5, "warning", "warn"),
+                                                                 (7, "loop", "kill")]
 
 
 def test_dedup_remembers_outcomes_over_repeat_memory_calls_only() -> None:
@@ -183,8 +201,11 @@ def test_dedup_result_aware_repeat_with_changing_result_is_progress() -> None:
 def test_dedup_result_aware_counts_the_streak_since_the_result_last_changed() -> None:
     results = iter(["a", "b", "c", "c", "c", "c", "c"])
     poll = guard(lambda job: next(results), name="fetch_job")
-    # calls 3 and 4 return "c": the 5th would be the 3rd call with that answer
-    assert calls_until_killed(poll, ["job"] * 7) == 5
+    # calls 3 and 4 return "c": the 5th is the 3rd call with that answer (a warning: a streak),
+    # the 7th the 5th back to back
+    with capture_detections() as found:
+        assert calls_until_killed(poll, ["job"] * 7) == 7
+    assert found[0].call_index == 5
 
 
 def test_dedup_spares_identical_waits_between_polls_whose_answer_changes() -> None:
@@ -206,8 +227,8 @@ def test_dedup_still_catches_identical_calls_between_calls_that_change_nothing()
         for _ in range(6):
             check_status("deploy-42")
             wait(5)
-    by_dedup = [(d.fn, d.call_index) for d in found if d.layer == "dedup"]
-    assert by_dedup == [("pause", 6)]
+    by_dedup = [(d.fn, d.call_index, d.action) for d in found if d.layer == "dedup"]
+    assert by_dedup == [("pause", 6, "warn"), ("pause", 8, "kill")]
 
 
 def test_unchanged_polls_wait_until_the_tenth_and_loop_at_the_twentieth() -> None:
@@ -236,14 +257,15 @@ def test_dedup_spares_relisting_a_directory_after_each_file_written() -> None:
 
 def test_dedup_stops_relisting_a_directory_between_reads_that_change_nothing() -> None:
     """What reads return is no change of state: the same listing a third time is a loop, however
-    new the files read between them."""
+    new the files read between them: warned at the 3rd listing, killed at the 4th."""
     list_dir = guard(lambda path: "a.py b.py c.py d.py e.py f.py", name="list_dir")
     read_file = guard(lambda path: words(len(path) * ord(path[0])), name="read_file")
     with capture_detections() as found, fuzeguard.run(), pytest.raises(LoopDetected):
         for name in "abcdef":
             list_dir(".")
             read_file(f"{name}.py")
-    assert [(d.fn, d.call_index) for d in found] == [("list_dir", 5)]
+    assert [(d.fn, d.call_index, d.action) for d in found] == [("list_dir", 5, "warn"),
+                                                              ("list_dir", 7, "kill")]
 
 
 def test_dedup_plain_mode_counts_arguments_only() -> None:
@@ -288,16 +310,17 @@ def test_dedup_treats_a_repeated_error_as_the_same_result() -> None:
                     terminal("make deploy")
                 except OSError:
                     pass
-    assert [d.call_index for d in found] == [3]
+    # A streak of one failure: warned at the 3rd and 4th attempts, killed at the 5th.
+    assert [(d.call_index, d.action) for d in found] == [(3, "warn"), (4, "warn"), (5, "kill")]
 
 
 def test_dedup_message_is_written_for_the_model() -> None:
     search = guard(lambda q: "r", name="web_search")
     with fuzeguard.run(), pytest.raises(LoopDetected) as info:
-        for _ in range(4):
+        for _ in range(5):
             search("q")
     assert info.value.detection.message == (
-        "You called `web_search` with the same arguments 3 times and got the same result each "
+        "You called `web_search` with the same arguments 5 times and got the same result each "
         "time, and nothing changed in between. Use what you have, or try different arguments or "
         "another tool."
     )
@@ -327,7 +350,8 @@ def test_function_gets_its_own_thresholds() -> None:
 
 
 def test_layer_objects_can_be_passed_in_code() -> None:
-    tool = guard(lambda x: "r", name="tool", layers=[Dedup(repeat_threshold=1, repeat_warn_threshold=0)])
+    tool = guard(lambda x: "r", name="tool",
+                 layers=[Dedup(repeat_threshold=1, repeat_warn_threshold=0, streak_threshold=2)])
     assert calls_until_killed(tool, ["a", "a"]) == 2
 
 
@@ -344,7 +368,9 @@ def test_custom_layer_written_against_the_protocol_runs() -> None:
 
         def check(self, run: RunView, call: Call) -> Detection | None:
             if call.fn.startswith("delete") and run.errors:
-                return Detection(layer=self.name, fn=call.fn, message="Do not delete after an error.")
+                # certain evidence: on_loop applies at once (else it warns first)
+                return Detection(layer=self.name, fn=call.fn, evidence="certain",
+                                 message="Do not delete after an error.")
             return None
 
     @guard(layers=["iterations", NoDeletesAfterErrors()])

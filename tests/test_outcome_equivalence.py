@@ -28,11 +28,11 @@ PLAIN = re.compile(
         [
             *(rf"{w}\s?[#:=]?\s?(?:[A-Za-z]{{1,8}}[-_])?\d+(?!\w)"
               for c in outcome._COUNTERS for w in {c, c.capitalize()}),
-            r"[Ll]ine\s\d+(?!\w)", r"LINE\s\d+(?!\w)",
+            r'", line\s\d+(?!\w)',
             r"id(?<![A-Za-z]id)\s?[=:]\s?[\"']?[\w.-]+",
             r"ID(?<![A-Za-z]ID)\s?[=:]\s?[\"']?[\w.-]+",
             r"Id(?<=[a-z]Id)\s?[=:]\s?[\"']?[\w.-]+",
-            r"In\s?\[\d+\]", r"Out\s?\[\d+\]", r"Cell In\s?\[\d+\]",
+            r"In\s?\[\d+\]", r"Out\s?\[\d+\]", r"Cell In\s?\[\d+\](?:, line\s\d+(?!\w))?",
             r"/tmp/[^\s'\"/:]*\d[^\s'\"/:]*", r"/var/folders/[^\s'\"/:]*",
         ]
     )
@@ -42,11 +42,14 @@ PLAIN = re.compile(
 # The error lines looked for between a text's ends, as the pattern was written before it was
 # split into branches.
 PLAIN_DEEP = re.compile(
-    r"""^[ \t]*(?:[-*>|]\s+)?(?:[A-Z]\d{2,4}\s+)?(?:
+    r"""^[ \t]*(?:[-*>|]\s+|E\ {3})?(?:[A-Z]\d{2,4}\s+)?(?:
       [A-Za-z_][\w.]*(?:Error|Exception)\b:\s*\S.*
     | \[(?:ERROR|FATAL)\].*
     | (?:error|ERROR|Error|fatal|FATAL|Fatal)\b\s*:\s*\S.*
     | BUILD\ FAILURE.*
+    | error\[E\d{4}\]:.*
+    | npm\ ERR!.*
+    | [\w./-]+\.go:\d+:\d+:\ \S.*
     | .{0,200}?(?:command\ not\ found|No\ such\ file\ or\ directory|Permission\ denied).*
     )$""",
     re.VERBOSE | re.MULTILINE,
@@ -107,10 +110,10 @@ def test_the_grouped_counter_mask_matches_the_plain_one_on_texts_dense_with_coun
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     pieces = [*outcome._COUNTERS, *(c.capitalize() for c in outcome._COUNTERS), "Line", "line",
-              "LINE", "id", "ID", "Id", "xid", "messageId", "In", "Out", "Cell In", "/tmp/",
-              "/var/folders/", "sess-", "job_", " ", "  ", ":", "=", "#", "[", "]", "'", '"',
-              "-", "_", ".", "\n", "\t", "7", "42", "2026", "ab12", "x", "\u212a", "\u0130",
-              "Kelvin", "tmp", "/"]
+              "LINE", '", line ', ", line ", "run", "job", "iteration", "build", "id", "ID", "Id",
+              "xid", "messageId", "In", "Out", "Cell In", "/tmp/", "/var/folders/", "sess-",
+              "job_", " ", "  ", ":", "=", "#", "[", "]", "'", '"', "-", "_", ".", "\n", "\t",
+              "7", "42", "2026", "ab12", "x", "\u212a", "\u0130", "Kelvin", "tmp", "/"]
     rng = random.Random(25)
     texts = ["".join(rng.choice(pieces) for _ in range(rng.randint(1, 40))) for _ in range(20_000)]
     for text in texts:
@@ -132,7 +135,8 @@ def test_the_error_lines_read_deep_in_the_corpora_are_the_same_without_the_pre_t
 def test_the_error_line_found_with_the_kept_branches_is_the_one_the_plain_pattern_finds() -> None:
     pieces = ["ValueError", "Exception", "Error", "error", "ERROR", "fatal", "FATAL", "Fatal",
               "[ERROR]", "[FATAL]", "BUILD FAILURE", "command not found", "Permission denied",
-              "No such file or directory", ":", " ", "\t", "\n", "- ", "E999 ", "x", "a.b", "'q'"]
+              "No such file or directory", ":", " ", "\t", "\n", "- ", "E999 ", "x", "a.b", "'q'",
+              "E   ", "error[E0425]", "npm ERR!", "main.go:12:5", "./x.go:3:1: "]
     rng = random.Random(26)
     found = 0
     for _ in range(20_000):
@@ -150,7 +154,8 @@ def test_the_error_line_found_with_the_kept_branches_is_the_one_the_plain_patter
     "ValueError: bad", "[ERROR] x", "[FATAL] x", "error: x", "ERROR: x", "Error: x", "fatal: x",
     "FATAL: x", "Fatal: x", "BUILD FAILURE", "sh: foo: command not found",
     "cat: a: No such file or directory", "open: Permission denied", "- E999 SyntaxError: x",
-    "KeyException: k",
+    "KeyException: k", "error[E0425]: cannot find value `x`", "npm ERR! code ELIFECYCLE",
+    "./main.go:12:5: undefined: x", "E   ModuleNotFoundError: No module named 'x'",
 ])
 def test_every_deep_error_line_is_found_with_the_branches_kept_for_it(line: str) -> None:
     text = "start\n" + "filler line\n" * 300 + line + "\n" + "more filler\n" * 300 + "end"

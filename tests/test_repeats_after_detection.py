@@ -11,6 +11,9 @@ from fuzeguard import LoopDetected, guard
 from fuzeguard.testing import capture_detections
 
 LADDER = ["warn", "skip", "kill"]
+# What happens once a loop is acted on is tested here, not the grading: every loop takes the
+# ladder at its first detection (graded evidence is tested in test_evidence_grades.py).
+ACT_AT_ONCE: dict[str, Any] = {"early_warnings": 0}
 
 
 def _tools(on_loop: Any) -> tuple[Any, Any, Any, list[str]]:
@@ -28,8 +31,9 @@ def _tools(on_loop: Any) -> tuple[Any, Any, Any, list[str]]:
         ran.append("tool_b")
         return "nothing new"
 
-    return (guard(search, on_loop=on_loop), guard(tool_a, on_loop=on_loop),
-            guard(tool_b, on_loop=on_loop), ran)
+    return (guard(search, on_loop=on_loop, **ACT_AT_ONCE),
+            guard(tool_a, on_loop=on_loop, **ACT_AT_ONCE),
+            guard(tool_b, on_loop=on_loop, **ACT_AT_ONCE), ran)
 
 
 def _shape(outputs: list[Any]) -> str:
@@ -137,7 +141,7 @@ def test_a_skipped_call_costs_nothing_and_counts_no_error() -> None:
     def failing(query: str) -> str:
         raise ValueError("backend down")
 
-    tool = guard(failing, on_loop="skip", cost=1.0)
+    tool = guard(failing, on_loop="skip", cost=1.0, **ACT_AT_ONCE)
     with fuzeguard.run() as run:
         for _ in range(5):
             try:
@@ -153,16 +157,16 @@ def test_a_skipped_repeat_runs_again_after_a_change_of_state_not_after_a_read() 
     again; reading something else changes nothing, so the repeat is still answered for."""
     ran: list[str] = []
 
-    @guard(on_loop="skip")
+    @guard(on_loop="skip", **ACT_AT_ONCE)
     def search(query: str) -> str:
         ran.append(query)
         return "3 results"
 
-    @guard(on_loop="skip")
+    @guard(on_loop="skip", **ACT_AT_ONCE)
     def read(path: str) -> str:
         return f"contents of {path}"
 
-    @guard(on_loop="skip")
+    @guard(on_loop="skip", **ACT_AT_ONCE)
     def write_file(path: str) -> str:
         return "written"
 
@@ -181,7 +185,7 @@ def test_a_skip_only_search_that_keeps_finding_nothing_is_ended_within_ten_tool_
     history, so the stale run goes on, and two skips that did not help end the run."""
     ran: list[str] = []
 
-    @guard(on_loop="skip")
+    @guard(on_loop="skip", **ACT_AT_ONCE)
     def search(query: str) -> str:
         ran.append(query)
         return "No results found."

@@ -42,7 +42,9 @@ def test_a_trace_with_only_function_names_still_counts_iterations(tmp_path: Path
 def test_unknown_results_count_as_repeats_for_dedup(tmp_path: Path) -> None:
     """Lines without "result" replay as calls whose outcome is unknown (dedup: a repeat)."""
     path = _write(tmp_path / "t.jsonl", [{"fn": "search", "args": {"q": "x"}}] * 4)
-    summary = _replay(path)
+    # The replay's handling of unknowns and of a kill is tested here, not the grading: the loop
+    # is acted on at its first detection.
+    summary = _replay(path, {"defaults": {"early_warnings": 0}})
     assert _found(summary) == [(3, "dedup", "kill")]
     assert summary.not_evaluated == 1
 
@@ -52,8 +54,9 @@ def test_changing_recorded_results_are_progress_not_a_loop(tmp_path: Path) -> No
     lines = [{"fn": "get_job", "args": {"job": 1}, "result": {"state": s, "request_id": i}}
              for i, s in enumerate(["queued", "running", "done", "done", "done", "done"])]
     path = _write(tmp_path / "t.jsonl", lines)
-    # request_id is volatile: the "done" answers are the same result, the third of them a loop.
-    assert _found(_replay(path)) == [(5, "dedup", "kill")]
+    # request_id is volatile: the "done" answers are the same result, the third of them a loop
+    # (warned: a streak shorter than streak_threshold).
+    assert _found(_replay(path)) == [(5, "dedup", "warn"), (6, "dedup", "warn")]
 
 
 def test_after_a_kill_the_rest_of_the_trace_is_not_evaluated(tmp_path: Path) -> None:
@@ -67,7 +70,9 @@ def test_after_a_kill_the_rest_of_the_trace_is_not_evaluated(tmp_path: Path) -> 
 def test_a_call_the_replay_skips_is_not_executed_but_counts_as_a_repeat(tmp_path: Path) -> None:
     """The skipped 3rd call stays in the history as a repeat, as live: the 4th is the 4th."""
     path = _write(tmp_path / "t.jsonl", [{"fn": "s", "args": {"q": 1}, "result": "r"}] * 5)
-    summary = _replay(path, {"defaults": {"on_loop": ["skip", "skip", "kill"]}})
+    # The replay of a skip is tested here, not the grading: the ladder starts at the first
+    # detection.
+    summary = _replay(path, {"defaults": {"on_loop": ["skip", "skip", "kill"], "early_warnings": 0}})
     assert _found(summary) == [(3, "dedup", "skip"), (4, "dedup", "skip"), (5, "dedup", "kill")]
     assert [d.detection.count for d in summary.detections] == [3, 4, 5]
 
@@ -99,8 +104,8 @@ def test_runs_sharing_a_trace_file_replay_independently(tmp_path: Path) -> None:
     ]
     summary = _replay(_write(tmp_path / "t.jsonl", lines))
     assert summary.runs == 2
-    # Each run's third identical call is its loop: lines 5 and 6, not line 3.
-    assert _found(summary) == [(5, "dedup", "kill"), (6, "dedup", "kill")]
+    # Each run's third identical call is its loop (warned first): lines 5 and 6, not line 3.
+    assert _found(summary) == [(5, "dedup", "warn"), (6, "dedup", "warn")]
 
 
 def test_malformed_lines_are_reported_with_file_and_line_and_the_rest_is_replayed(
@@ -225,4 +230,4 @@ def test_results_are_fingerprinted_exactly_as_the_live_guard_did(
     assert replayed == live
     stripped = {k: v for k, v in line.items() if k not in ("result_fp", "args_fp", "run", "run_info")}
     path = _write(tmp_path / "stripped.jsonl", [stripped] * 3)
-    assert _found(_replay(path)) == [(3, "dedup", "kill")]
+    assert _found(_replay(path)) == [(3, "dedup", "warn")]  # warned: a streak shorter than five

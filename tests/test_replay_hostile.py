@@ -287,7 +287,8 @@ def test_fuze_replay_reads_a_fifo(tmp_path: Path, capsys: pytest.CaptureFixture[
     """A named pipe (``<(zcat old.jsonl.gz)``) is a trace like a file (before: "no such file")."""
     fifo = tmp_path / "trace.jsonl"
     os.mkfifo(fifo)
-    lines = "".join(json.dumps({"fn": "t", "args": {"q": 1}}) + "\n" for _ in range(4))
+    lines = "".join(json.dumps({"fn": "t", "args": {"q": 1}, "result": "r"}) + "\n"
+                    for _ in range(5))
 
     def feed() -> None:
         with open(fifo, "w") as f:
@@ -301,8 +302,9 @@ def test_fuze_replay_reads_a_fifo(tmp_path: Path, capsys: pytest.CaptureFixture[
     writer.join(timeout=10)
     out = capsys.readouterr().out
     assert status == 0
+    # Every line was read: warned at the 3rd and 4th identical call, killed at the 5th.
     assert [(d["call"], d["layer"], d["action"]) for d in map(json.loads, out.splitlines())] == [
-        (3, "dedup", "kill")
+        (3, "dedup", "warn"), (4, "dedup", "warn"), (5, "dedup", "kill")
     ]
 
 
@@ -332,7 +334,7 @@ def test_a_trace_of_many_run_ids_replays_with_a_bounded_number_of_open_runs(
     assert summary.runs == 6
     assert [line for line, _ in _messages(summary)] == [4]
     assert "more than 3 runs open at once" in summary.problems[0].message
-    assert [(d.call, d.detection.kind) for d in summary.detections] == [(8, "loop")]
+    assert [(d.call, d.detection.kind) for d in summary.detections] == [(8, "warning")]
 
 
 ESCAPES = "\x1b[2J\x1b[32mall clear\x1b[0m\x1b]0;pwned\x07\x9b31m\u202eevil"

@@ -20,13 +20,14 @@ def _trace(path: Path, moments: list[float], worker: str) -> None:
 def test_merged_traces_are_replayed_as_one_run_in_time_order(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    _trace(tmp_path / "a.jsonl", [100.0, 102.0], "a")
+    _trace(tmp_path / "a.jsonl", [100.0, 102.0, 104.0], "a")
     _trace(tmp_path / "b.jsonl", [101.0, 103.0], "b")
     status = main(["replay", "--merge", "--format", "json", str(tmp_path / "a.jsonl"),
                    str(tmp_path / "b.jsonl")])
     found = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert status == 0
-    assert [(f["call"], f["action"]) for f in found] == [(3, "kill")]
+    # One run: warned at its 3rd and 4th identical call, killed at the 5th.
+    assert [(f["call"], f["action"]) for f in found] == [(3, "warn"), (4, "warn"), (5, "kill")]
 
 
 def test_the_same_traces_replayed_one_by_one_show_no_loop(tmp_path: Path) -> None:
@@ -62,9 +63,9 @@ def test_a_hostile_line_in_a_merged_replay_is_reported_by_file_and_line_and_the_
     assert [p.split(": ", 2)[1] for p in problems] == [f"{hostile}:1", f"{hostile}:3"]
     assert "nested too deeply" in problems[0] and "not valid JSON" in problems[1]
     # The line with a 400-digit "at" has no time: it sorts first with the other bad lines and is
-    # replayed; the good lines are calls 4 and 5, the third identical call is a loop.
+    # replayed; the good lines are calls 4 and 5, the third identical call is a loop (warned).
     assert [(f["call"], f["action"]) for f in map(json.loads, out.getvalue().splitlines())] == [
-        (5, "kill")
+        (5, "warn")
     ]
 
 
@@ -80,4 +81,5 @@ def test_endless_input_in_a_merged_replay_stops_that_input_only(tmp_path: Path) 
     )
     assert [(p.trace, p.line) for p in summary.problems] == [(str(endless), 1)]
     assert "no end of line in 2,001 characters" in summary.problems[0].message
-    assert [(d.call, d.detection.action) for d in summary.detections] == [(4, "kill")]
+    # The endless line is call 1; the trace's 3rd and 4th identical calls are warned.
+    assert [(d.call, d.detection.action) for d in summary.detections] == [(4, "warn"), (5, "warn")]

@@ -37,7 +37,7 @@ def _report(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
 @pytest.mark.parametrize(
     ("trace", "golden", "config"),
     [("stuck_search", "report_dedup", "examples/traces/live.toml"),
-     # Without dedup (which stops the ping-pong first), the cycle layer stops it.
+     # Without dedup (which stops the ping-pong under live.toml), the cycle layer stops it.
      ("ping_pong", "report_cycle", "tests/golden/cycle.toml"),
      ("spending", "report_limit", "examples/traces/live.toml")],
 )
@@ -54,10 +54,10 @@ def test_report_names_the_layer_the_evidence_and_the_lines_that_change_the_outco
 ) -> None:
     out = _report(capsys, monkeypatch, "examples/traces/stuck_search.jsonl", "--config",
                   "examples/traces/live.toml")
-    assert 'Run "stuck_search" was stopped at call 5 by dedup' in out
-    assert out.count("web_search(query='cheapest flight to the moon')") == 5
+    assert 'Run "stuck_search" was stopped at call 7 by dedup' in out
+    assert out.count("web_search(query='cheapest flight to the moon')") == 7
     assert "same as call 1" in out
-    assert "repeat_threshold = 5" in out and 'exempt_from = ["dedup"]' in out
+    assert "repeat_threshold = 7" in out and 'exempt_from = ["dedup"]' in out
     # replayed under the config it ran under: the same outcome, said with the config's name
     assert "Replayed under examples/traces/live.toml: the same outcome." in out
     assert "recorded:" not in out
@@ -68,10 +68,10 @@ def test_a_suggested_threshold_really_lets_the_recorded_run_through(
 ) -> None:
     out = _report(capsys, monkeypatch, "examples/traces/stuck_search.jsonl", "--config",
                   "examples/traces/live.toml")
-    assert "repeat_threshold = 5" in out
+    assert "repeat_threshold = 7" in out
     candidate = tmp_path / "candidate.toml"
     candidate.write_text((TRACES / "live.toml").read_text(encoding="utf-8")
-                         + "\n[functions.web_search]\nrepeat_threshold = 5\n", encoding="utf-8")
+                         + "\n[functions.web_search]\nrepeat_threshold = 7\n", encoding="utf-8")
     again = _report(capsys, monkeypatch, "examples/traces/stuck_search.jsonl", "--config",
                     str(candidate))
     assert "was not stopped" in again
@@ -97,7 +97,7 @@ def test_live_run_report_previews_the_repeated_call_with_secrets_redacted() -> N
                 web_search("best laptop 2026", api_key="sk-live-0123456789abcdefghij")
         text = str(caught.value.report())
         assert text == str(run.report())
-    assert 'Run "ticket-4711" was stopped at call 5 by dedup' in text
+    assert 'Run "ticket-4711" was stopped at call 7 by dedup' in text  # warned at 3, 4 and 5
     assert "web_search(query='best laptop 2026', api_key='[redacted]')" in text
     assert "sk-live" not in text
     assert "not run: answered by the guard" in text
@@ -115,7 +115,7 @@ def test_live_report_counts_the_cost_the_skipped_calls_saved() -> None:
         for _ in range(10):
             ask("why?")
     report = run.report()
-    assert report.calls == 3 and report.cost == 1.5
+    assert report.calls == 5 and report.cost == 2.5  # warned at 3 to 5, skipped at 6, killed at 7
     assert report.skipped == 1 and report.saved_cost == 0.5
     assert "answered by the guard (cost 0.5)" in report.text()
 
@@ -231,7 +231,7 @@ def test_html_report_escapes_everything_recorded(
     assert "<script" not in text and "<img" not in text
     found = _Marks()
     found.feed(text)
-    assert len(found.marks) == 3  # killed by dedup at the 3rd identical call under the defaults
+    assert len(found.marks) == 5  # killed by dedup at the 5th identical call under the defaults
     assert found.scripts == 0 and found.links == 0
 
 
@@ -251,7 +251,7 @@ def test_the_picture_in_docs_stopped_md_is_what_the_script_draws() -> None:
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
     drawn = script.picture()
-    assert drawn.count('class="call"') == 9  # the nine calls of ping_pong.jsonl
+    assert drawn.count('class="call"') == 10  # the ten calls of ping_pong.jsonl
     assert script.PICTURE.read_text(encoding="utf-8") == drawn, (
         "docs/images/stop-timeline.svg is stale: run python scripts/gen_report_docs.py"
     )
@@ -276,12 +276,13 @@ def test_a_trace_report_keeps_only_the_lines_a_replay_shows_would_change_the_out
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     config = tmp_path / "strict.toml"
-    config.write_text("[defaults]\nmax_iterations = 2\n", encoding="utf-8")
+    config.write_text("[defaults]\nmax_iterations = 4\n", encoding="utf-8")
     out = _report(capsys, monkeypatch, "examples/traces/stuck_search.jsonl", "--config",
                   str(config))
-    # iterations and dedup both end the run at call 3: neither a higher cap nor an exemption
-    # from iterations alone changes that, so neither is offered; warning first does.
-    assert "stopped at call 3 by iterations" in out
+    # iterations (a cap you set) and dedup (the 5th identical call in a row) both end the run at
+    # call 5: neither a higher cap nor an exemption from iterations alone changes that, so
+    # neither is offered; warning first does.
+    assert "stopped at call 5 by iterations" in out
     assert "each checked by replaying the trace with it alone" in out
     assert "max_iterations =" not in out and "exempt_from" not in out
     assert 'on_loop = ["warn", "skip", "kill"]' in out
@@ -303,17 +304,19 @@ def test_a_trace_replayed_under_another_config_reports_the_recorded_outcome_firs
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """A newcomer's review: run without --config, the report told the replay under built-in
-    defaults (stopped at call 3) as what happened; the trace records warn 3, skip 4, kill 5."""
+    defaults as what happened; the trace records warnings at calls 3 to 5, a skip at 6, the kill
+    at 7."""
     monkeypatch.chdir(tmp_path)  # no fuze.toml here or above: built-in defaults
     for key in [k for k in os.environ if k.startswith("FUZE_")]:
         monkeypatch.delenv(key)
     assert main(["report", str(TRACES / "stuck_search.jsonl")]) == 0
     head = capsys.readouterr().out.split("\n\nEvidence")[0].splitlines()
-    assert head[1] == 'Run "stuck_search" was stopped at call 5 by dedup (a loop), as the trace records.'
-    assert head[3] == "  Recorded: 5 calls, 3 ran; warned at call 3; answered by the guard at call 4."
-    assert head[4].startswith("Replayed under built-in defaults, the outcome differs from call 3 "
+    assert head[1] == 'Run "stuck_search" was stopped at call 7 by dedup (a loop), as the trace records.'
+    assert head[3] == ("  Recorded: 7 calls, 5 ran; warned at calls 3, 4 and 5; answered by the guard "
+                       "at call 6.")
+    assert head[4].startswith("Replayed under built-in defaults, the outcome differs from call 5 "
                               "on (recorded: warned; replayed: stopped).")
-    assert head[5] == "The replayed run was stopped at call 3 by dedup (a loop)."
+    assert head[5] == "The replayed run was stopped at call 5 by dedup (a loop)."
 
 
 def test_the_evidence_marks_the_calls_whose_replayed_action_is_not_the_recorded_one(
@@ -325,7 +328,7 @@ def test_the_evidence_marks_the_calls_whose_replayed_action_is_not_the_recorded_
             .splitlines()[1:]}
     assert rows["5"].endswith("[recorded: warn]")
     assert rows["8"].endswith("[cycle 4/3; recorded: skip]")
-    assert "recorded" not in rows["4"] and "recorded" not in rows["9"]
+    assert "recorded" not in rows["4"] and "recorded" not in rows["6"]
 
 
 def test_report_of_a_file_that_is_not_a_trace_is_a_usage_error_and_writes_no_page(
@@ -390,10 +393,10 @@ def test_a_threshold_whose_comment_misstates_where_the_layer_acts_is_not_offered
     trials = replayed_with({("a", "", ""): right}, config, "examples/traces/stuck_search.jsonl",
                            True)
     assert trials is not None and (trial := trials[("a", "", "")]) is not None
-    assert trial.first_acted[("a0dcd287a786", "dedup", "web_search")] == 4
-    assert _acts_as_said(right, "a0dcd287a786", report.marks, trial)
-    assert not _acts_as_said(wrong_now, "a0dcd287a786", report.marks, trial)
-    assert not _acts_as_said(wrong_then, "a0dcd287a786", report.marks, trial)
+    assert trial.first_acted[("78867edcd538", "dedup", "web_search", False)] == 4
+    assert _acts_as_said(right, "78867edcd538", report.marks, trial)
+    assert not _acts_as_said(wrong_now, "78867edcd538", report.marks, trial)
+    assert not _acts_as_said(wrong_then, "78867edcd538", report.marks, trial)
 
 
 def test_the_picture_places_calls_by_their_order_evenly_and_scales_to_the_page() -> None:
@@ -402,7 +405,7 @@ def test_the_picture_places_calls_by_their_order_evenly_and_scales_to_the_page()
     svg = (ROOT / "docs" / "images" / "stop-timeline.svg").read_text(encoding="utf-8")
     xs = [float(x) for x in re.findall(r'<g class="call" data-index="\d+"[^>]*><title>.*?</title>'
                                        r'<(?:circle|path)[^>]*?(?:cx="|d="M)([\d.]+)', svg, re.S)]
-    assert len(xs) == 9
+    assert len(xs) == 10
     # (the last, the kill, is a cross drawn from x - 7: the others are read at their centre)
     steps = {round(b - a, 1) for a, b in itertools.pairwise(xs[:-1])}
     assert len(steps) == 1 and steps.pop() > 20
@@ -447,8 +450,47 @@ def test_the_picture_boxes_the_calls_the_replay_acted_on_otherwise_than_the_trac
     found = _Marks()
     found.feed(text)
     boxed = {m["data-index"]: m["data-recorded"] for m in found.marks if "data-recorded" in m}
-    assert boxed == {"5": "warn", "7": "skip", "8": "skip"}  # as the text's evidence says
+    assert boxed == {"5": "warn", "7": "warn", "8": "skip", "9": "skip"}  # as the text says
     assert "the trace records another action for this call" in text
     _report(capsys, monkeypatch, "examples/traces/ping_pong.jsonl", "--config",
             "examples/traces/live.toml", "--html", str(page))
     assert "data-recorded" not in page.read_text(encoding="utf-8")  # the same outcome
+
+
+def _hostile_trace(path: Path, fn: str, run: str = "r1") -> Path:
+    import json
+
+    lines = [{"fn": fn, "args": {"q": "x"}, "result": "same", "run": run, "ts": 0.1 * i}
+             for i in range(5)]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+def test_report_text_shows_the_control_characters_of_a_trace_as_escapes(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Third review e03: ``fuze report`` printed names from the trace raw, so ESC, BEL and a
+    right-to-left override reached the terminal of whoever read the report."""
+    evil = "\x1b]0;pwned\x07\x1b[2J\x1b[32mALL CLEAR\x1b[0m\u202e"
+    trace = _hostile_trace(tmp_path / "t.jsonl", "lookup" + evil, run="run" + evil)
+    out = _report(capsys, monkeypatch, str(trace))
+    assert "stopped at call 5" in out  # the 5th identical call in a row
+    assert not any(ch in out for ch in "\x1b\x07\u202e")
+    assert "lookup\\x1b]0;pwned\\x07" in out
+
+
+@pytest.mark.parametrize("fn", ["fs.read", 'x]\nembed = "os:system"\n[functions.y'])
+def test_suggested_function_tables_are_toml_keys_that_name_the_function(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+    fn: str,
+) -> None:
+    """Third review e04: ``[functions.fs.read]`` (a nested table ``fuze check`` refuses), and a
+    newline in a tool's name wrote ``embed = "os:system"`` among the checked lines."""
+    import tomllib
+
+    out = _report(capsys, monkeypatch, str(_hostile_trace(tmp_path / "t.jsonl", fn)))
+    suggested = out[out.index("Lines of fuze.toml"):].splitlines()[1:]
+    header = next(line.strip() for line in suggested if line.strip().startswith("[functions"))
+    assert tomllib.loads(f"{header}\nrepeat_threshold = 3\n")["functions"] == {
+        fn: {"repeat_threshold": 3}}
+    assert not any(line.startswith("embed") for line in out.splitlines())

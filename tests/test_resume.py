@@ -30,15 +30,15 @@ def _stuck(run: fuzeguard.Run) -> LoopDetected:
 def test_resume_catches_the_same_loop_at_its_first_repeat_and_lets_a_new_call_through() -> None:
     with fuzeguard.run("task") as run:
         first = _stuck(run)
-        assert first.detection.call_index == 3
+        assert first.detection.call_index == 5  # the 5th identical call in a row
         run.resume(note="Stop searching for laptops; answer with what you found.")
         assert run.killed is None
         assert web_search("best phone 2026") == "3 results for best phone 2026"
         with pytest.raises(LoopDetected) as again:
             web_search("best laptop 2026")
         assert again.value.detection.layer == "dedup"
-        assert again.value.detection.call_index == 5  # the first repeat after the resume
-        assert run.stats().calls == 3  # 2 before the kill, the new call after the resume
+        assert again.value.detection.call_index == 7  # the first repeat after the resume
+        assert run.stats().calls == 5  # 4 before the kill, the new call after the resume
 
 
 def test_resume_keeps_the_history_and_hands_the_note_to_the_model_once() -> None:
@@ -111,7 +111,7 @@ def test_extra_calls_without_a_call_budget_allows_that_many_more_calls() -> None
     with fuzeguard.run() as run:
         _stuck(run)
         run.resume(extra_calls=1)
-        assert run.stats().limits["max_calls"].limit == 3
+        assert run.stats().limits["max_calls"].limit == 5  # the 4 calls made, and 1 more
         web_search("a new query")
         with pytest.raises(LoopDetected) as caught:
             web_search("another new query")

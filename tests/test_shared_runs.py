@@ -198,6 +198,34 @@ def test_a_kill_of_the_implicit_run_sticks_for_the_call_that_looped() -> None:
     assert not fuzeguard.current_run().stats().killed
 
 
+def test_the_implicit_run_judges_a_killed_call_afresh_after_the_stuck_ttl() -> None:
+    """Third review, an observation: a server killed for one user's loop refused that call
+    (``get_status(5)``) to every user for the process's life."""
+    from freezegun import freeze_time
+
+    from fuzeguard._private.run import ImplicitRun
+
+    ran: list[int] = []
+
+    @guard
+    def read_job(job: int) -> str:
+        ran.append(job)
+        return "running"
+
+    with freeze_time("2026-01-01 12:00:00") as clock, structlog.testing.capture_logs():
+        with pytest.raises(LoopDetected):
+            for _ in range(4):
+                read_job(5)
+        with pytest.raises(LoopDetected):
+            read_job(5)  # another user, at once: refused
+        clock.tick(ImplicitRun.STUCK_TTL - 1)
+        with pytest.raises(LoopDetected):
+            read_job(5)
+        clock.tick(2)
+        assert read_job(5) == "running"  # judged afresh
+    assert ran == [5, 5, 5]  # two before the kill, one once the refusal lapsed
+
+
 def test_a_kill_stays_sticky_inside_an_explicit_run() -> None:
     tool = guard(lambda q: "same", name="tool")
     other = guard(lambda q: q, name="other")

@@ -2,7 +2,8 @@
 near-identical failing attempts, tools that change nothing, and errors read wherever they are.
 
 Each test plays a hand-made sequence of calls, as a stuck agent would make them, through real
-guards in a real run, and checks the call at which the run is stopped (or that it is not).
+guards in a real run, and checks the call at which the run is stopped (or that it is not), and
+where a loop's first detection was only warned (graded evidence, docs/layers.md), where it was.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import fuzeguard
 from fuzeguard import LoopDetected, guard
 from fuzeguard._private.kinds import call_kind, infer_kind, writes
 from fuzeguard._private.outcome import mask_text, read_failure
+from fuzeguard.testing import capture_detections
 
 
 class Files:
@@ -54,23 +56,32 @@ class Files:
         return {f.__name__: guard(f) for f in (read_file, search_code, write_file, think, edit)}
 
 
-def stopped_at(calls: list[tuple[str, dict[str, Any]]]) -> int | None:
-    """Play ``calls`` in one run; the 1-based index of the call that was stopped, or None."""
+def played(calls: list[tuple[str, dict[str, Any]]]) -> tuple[int | None, list[int]]:
+    """Play ``calls`` in one run: the 1-based index of the call that was stopped (or None), and
+    those of the calls dedup answered by a warning."""
     tools = Files().tools()
-    with fuzeguard.run():
+    stopped = None
+    with capture_detections() as found, fuzeguard.run():
         for i, (name, kwargs) in enumerate(calls, start=1):
             try:
                 tools[name](**kwargs)
             except LoopDetected:
-                return i
+                stopped = i
+                break
             except FileNotFoundError:
                 pass
-    return None
+    return stopped, [d.call_index for d in found if d.kind == "warning" and d.layer == "dedup"]
+
+
+def stopped_at(calls: list[tuple[str, dict[str, Any]]]) -> int | None:
+    """Play ``calls`` in one run; the 1-based index of the call that was stopped, or None."""
+    return played(calls)[0]
 
 
 def test_a_repeat_spread_between_calls_that_return_new_results_is_a_loop_at_its_third_time() -> None:
     """A lookup that fails, then other lookups that bring new code, then the first again, and
-    again: nothing changed the world in between, so its third occurrence is stopped."""
+    again: nothing changed the world in between, so its third occurrence is a loop. Spread among
+    other work, its first detection is warned; the fourth occurrence is stopped."""
     calls = [
         ("read_file", {"path": "missing.py"}),
         ("search_code", {"query": "x"}),
@@ -78,8 +89,10 @@ def test_a_repeat_spread_between_calls_that_return_new_results_is_a_loop_at_its_
         ("read_file", {"path": "a.py"}),
         ("search_code", {"query": "y"}),
         ("read_file", {"path": "missing.py"}),
+        ("search_code", {"query": "z"}),
+        ("read_file", {"path": "missing.py"}),
     ]
-    assert stopped_at(calls) == 6
+    assert played(calls) == (8, [6])
 
 
 def test_a_read_repeated_after_a_write_is_legitimate() -> None:
@@ -100,15 +113,21 @@ def test_repeating_the_identical_write_changes_nothing_more() -> None:
 
 
 def test_a_think_tool_between_identical_failures_is_transparent() -> None:
-    """A ``think`` call changes nothing: it does not excuse the identical failure after it."""
+    """A ``think`` call changes nothing: it does not excuse the identical failure after it. The
+    third failure is a loop, warned (a streak shorter than five), as the fourth, and the
+    alternation of read and think that goes on is stopped (by ``cycle``) at the 8th call."""
     calls = [
         ("read_file", {"path": "missing.py"}),
         ("think", {"thought": "maybe the file is there now"}),
         ("read_file", {"path": "missing.py"}),
         ("think", {"thought": "let me try once more"}),
         ("read_file", {"path": "missing.py"}),
+        ("think", {"thought": "perhaps a third time"}),
+        ("read_file", {"path": "missing.py"}),
+        ("think", {"thought": "one last time"}),
+        ("read_file", {"path": "missing.py"}),
     ]
-    assert stopped_at(calls) == 5
+    assert played(calls) == (8, [5, 7])
 
 
 def test_tools_that_only_think_or_calculate_are_of_the_noop_kind() -> None:
@@ -142,23 +161,26 @@ def test_a_shell_command_that_writes_is_a_write_and_one_that_reads_is_not() -> N
 
 def test_near_identical_failing_edits_are_one_action_repeated() -> None:
     """An edit rejected for the same syntax error, with arguments 90% alike, is the same action
-    failing again: the third attempt is stopped, though no two are identical."""
+    failing again, though no two are identical: the third attempt is a loop (warned), the fourth
+    is stopped."""
     body = "def handler(request, response, context, settings, logger(\n    return None\n"
     calls = [
         ("edit", {"path": "a.py", "body": body}),
         ("edit", {"path": "a.py", "body": body.replace("None", "True")}),
         ("edit", {"path": "a.py", "body": body.replace("None", "1")}),
+        ("edit", {"path": "a.py", "body": body.replace("None", "2")}),
     ]
-    assert stopped_at(calls) == 3
+    assert played(calls) == (4, [3])
 
 
 def test_different_edits_failing_the_same_way_are_exploration_for_a_while() -> None:
-    """Edits that differ (not 90% alike) and fail the same way are tried a third time; only a
-    fourth, whatever its arguments, is one failure repeated."""
+    """Edits that differ (not 90% alike) and fail the same way are tried a third time; a fourth,
+    whatever its arguments, is one failure repeated, but only warned: a kill needs the pending
+    call itself to be alike the failures."""
     bodies = ["a(\n", "class Z(object, metaclass=Meta(\n", "import os; os.path.join(x, y, z(\n",
               "w = [1, 2, 3, (4\n"]
     calls = [("edit", {"path": "a.py", "body": b}) for b in bodies]
-    assert stopped_at(calls) == 4
+    assert played(calls) == (None, [4])
 
 
 def test_an_edit_that_succeeds_between_failing_ones_starts_the_attempts_afresh() -> None:
@@ -193,7 +215,8 @@ def test_an_error_in_the_middle_of_a_command_output_is_read_as_its_failure() -> 
 
 def test_a_command_failing_with_the_same_error_in_the_middle_of_its_output_is_stopped() -> None:
     """The same command failing the same way, its error between a header and a footer that
-    drift, is stopped at its third run."""
+    drift, is a loop at its third run (warned, as the fourth: a streak shorter than five) and
+    stopped at its fifth."""
     runs = iter(range(100))
 
     @guard
@@ -203,10 +226,11 @@ def test_a_command_failing_with_the_same_error_in_the_middle_of_its_output_is_st
                 '  File "x.py", line 3, in <module>\nKeyError: \'user\'\n'
                 f"Finished in 0.{n}s, session sess-{n}")
 
-    with fuzeguard.run(), pytest.raises(LoopDetected) as info:
+    with capture_detections() as found, fuzeguard.run(), pytest.raises(LoopDetected) as info:
         for _ in range(5):
             bash("python x.py")
-    assert info.value.detection.call_index == 3
+    assert [(d.call_index, d.action) for d in found] == [(3, "warn"), (4, "warn"), (5, "kill")]
+    assert info.value.detection.call_index == 5
     assert info.value.detection.layer == "dedup"
 
 

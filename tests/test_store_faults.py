@@ -3,7 +3,9 @@ and a local TCP proxy in front of it (``tcp_proxy.py``): Redis killed mid-run an
 without its data, a connection cut half-way through a write-back, a slow link, a long outage.
 After each, every call that ran is counted once (in Redis, in each process's view and in the view of
 a process that joins afterwards) and a kill made meanwhile stands (docs/workers.md, "When Redis
-fails"). Time is real here: counts are small, timeouts short, and every wait is bounded.
+fails"). After each, every process's copy of the run equals a fresh load from Redis (the state
+digest, ``store_digest.py``). Time is real here: counts are small, timeouts short, and every wait
+is bounded.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 import pytest
 import structlog
 from redis_server import RedisServer
+from store_digest import assert_copies_agree
 from store_worker import fetch
 from tcp_proxy import Proxy
 
@@ -108,6 +111,7 @@ def test_redis_restarted_mid_run_counts_every_call_once_and_keeps_the_kill(
             newcomer = shared(server.url, "restart", max_calls=1000)
             assert not attempt(newcomer, fetch, 999)  # the kill made during the outage stands
             assert newcomer.killed is not None and newcomer.id == a.id == b.id
+            assert_copies_agree(server.url, "restart", a, b, newcomer)
     finally:
         server.stop()
 
@@ -130,6 +134,7 @@ def test_a_write_back_cut_half_way_is_counted_once(own_redis: RedisServer, proxy
     assert proxy.cuts == 1  # Redis wrote it back, the answer was lost, it was written again
     assert counted(own_redis, "cut") == 55 == seen_by_a_newcomer(own_redis, "cut")
     assert run.stats().calls == 55
+    assert_copies_agree(own_redis.url, "cut", run)
 
 
 def test_a_slow_link_costs_a_call_no_more_than_the_time_budget_and_counts_each_call_once(
@@ -154,6 +159,7 @@ def test_a_slow_link_costs_a_call_no_more_than_the_time_budget_and_counts_each_c
     assert longest < 0.25 * 3  # waiting for an answer takes 1 s
     assert counted(own_redis, "slow") == 8 == seen_by_a_newcomer(own_redis, "slow")
     assert run.stats().calls == 8
+    assert_copies_agree(own_redis.url, "slow", run)
 
 
 def test_calls_made_before_the_first_read_of_the_run_succeeded_are_written_back(
@@ -186,7 +192,7 @@ def test_an_async_worker_s_event_loop_is_never_blocked_by_the_store(
     async def astep(i: Any) -> Any:
         return i
 
-    async def main() -> tuple[float, int]:
+    async def main() -> tuple[float, int, fuzeguard.Run]:
         gaps: list[float] = []
         done = asyncio.Event()
 
@@ -217,12 +223,13 @@ def test_an_async_worker_s_event_loop_is_never_blocked_by_the_store(
                 await asyncio.sleep(0.01)
             done.set()
             await beat
-        return max(gaps), made
+        return max(gaps), made, run
 
     with structlog.testing.capture_logs():
-        longest, made = asyncio.run(main())
+        longest, made, run = asyncio.run(main())
     assert longest < timeout
     assert counted(own_redis, "async-link") == made == seen_by_a_newcomer(own_redis, "async-link")
+    assert_copies_agree(own_redis.url, "async-link", run)
 
 
 def test_memory_stays_bounded_during_a_ten_thousand_call_outage(
@@ -245,3 +252,80 @@ def test_memory_stays_bounded_during_a_ten_thousand_call_outage(
         until(lambda: recovered(run))
     assert grown < 1_000_000
     assert counted(own_redis, "long-outage") == 10_001 == seen_by_a_newcomer(own_redis, "long-outage")
+    assert_copies_agree(own_redis.url, "long-outage", run)
+
+
+@guard(name="failing_lookup", early_warnings=0)  # the kill's replication, not its grading
+def failing_lookup(x: str) -> str:
+    raise KeyError(f"{x} not found")
+
+
+def repeated(run: fuzeguard.Run, times: int) -> list[str]:
+    """``failing_lookup("same")`` made ``times`` times in ``run``: what each did."""
+    out = []
+    for _ in range(times):
+        try:
+            run.bind(failing_lookup)("same")
+        except KeyError:
+            out.append("ran")
+        except LoopDetected:
+            out.append("refused")
+    return out
+
+
+def test_a_kill_made_during_an_outage_stands_after_others_moved_past_a_snapshot(
+    own_redis: RedisServer, proxy: Proxy
+) -> None:
+    """Third review e05: the process killed during an outage reloaded its copy from the
+    snapshot another process committed meanwhile and wrote its kill back without booking it:
+    Redis said killed, and the process that made the kill ran the loop again."""
+    with structlog.testing.capture_logs():
+        a = shared(proxy.url, "snapshotted")
+        a.bind(step)(-1)
+        proxy.down()
+        assert repeated(a, 3) == ["ran", "ran", "refused"]
+        with shared(own_redis.url, "snapshotted") as b:
+            for i in range(2 * redis_store.SNAPSHOT_EVERY):
+                b.bind(step)(i)
+        proxy.up()
+        until(lambda: recovered(a))
+        assert a.killed is not None
+        assert a.stats().calls == 3 + 2 * redis_store.SNAPSHOT_EVERY  # its own outage calls too
+        assert repeated(a, 1) == ["refused"]
+        assert_copies_agree(own_redis.url, "snapshotted", a, b)
+    assert own_redis.client().hget("fuzeguard:{snapshotted}:m", "killed") == b"1"
+
+
+def test_a_run_closed_during_an_outage_writes_its_calls_and_kill_back_once_redis_answers(
+    own_redis: RedisServer, proxy: Proxy
+) -> None:
+    """Third review e13: closing a shared run during an outage dropped what it did meanwhile
+    (its calls and kill) without a word, and the task retried elsewhere repeated the loop."""
+    with structlog.testing.capture_logs() as logs:
+        with shared(proxy.url, "closed-out", store_timeout=0.2) as a:
+            proxy.down()
+            assert repeated(a, 3) == ["ran", "ran", "refused"]
+        pending = [e for e in logs if e["event"] == "fuzeguard.store_backlog_pending"]
+        # Its two calls: written in the outage's sums, or sent with no answer (in doubt).
+        assert [(e["calls"] + e["in_doubt"], e["killed"]) for e in pending] == [(2, True)]
+        proxy.up()
+        with shared(own_redis.url, "closed-out") as retried:  # the task, tried again
+            assert repeated(retried, 1) == ["refused"]
+            assert retried.stats().calls == 2
+        assert_copies_agree(own_redis.url, "closed-out", a, retried)
+
+
+def test_a_write_back_never_made_is_logged_with_what_was_lost(
+    proxy: Proxy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fuzeguard._private.store import backlog
+
+    monkeypatch.setattr(backlog, "RETRY_EVERY", 0.01)
+    with structlog.testing.capture_logs() as logs:
+        with shared(proxy.url, "never-back", store_timeout=0.2, store_ttl=0.05) as a:
+            proxy.down()
+            repeated(a, 3)
+        until(lambda: any(e["event"] == "fuzeguard.store_backlog_lost" for e in logs))
+    lost = [e for e in logs if e["event"] == "fuzeguard.store_backlog_lost"]
+    assert [(e["log_level"], e["calls"] + e["in_doubt"], e["killed"]) for e in lost] == [
+        ("error", 2, True)]

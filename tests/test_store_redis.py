@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 import structlog
 from redis_server import RedisServer
+from store_digest import assert_copies_agree
 from store_worker import ask, fetch, letters  # the same tools the worker processes call
 
 import fuzeguard
@@ -454,6 +455,7 @@ def test_calls_go_on_while_redis_is_down_and_are_counted_when_it_is_back(
             fetch(15)
             other = shared(own_redis, "outage")
             assert other.stats().calls == 16
+            assert_copies_agree(own_redis.url, "outage", run, other)
     assert _logged(logs, "fuzeguard.store_unavailable") == 1
 
 
@@ -473,6 +475,7 @@ def test_changes_made_during_an_outage_are_written_when_redis_is_back(
         time.sleep(0.06)
         fetch(6)
         assert other.stats().calls == 7 == run.stats().calls
+        assert_copies_agree(own_redis.url, "backlog", run, other)
 
 
 def test_a_paused_redis_costs_a_call_no_more_than_the_time_budget(
@@ -496,13 +499,14 @@ def test_a_paused_redis_costs_a_call_no_more_than_the_time_budget(
         fetch(4)
         # The commit that timed out reached Redis when it resumed: it is not counted twice.
         assert shared(own_redis, "paused").stats().calls == 5 == run.stats().calls
+        assert_copies_agree(own_redis.url, "paused", run)
 
 
 def test_fail_closed_refuses_calls_while_redis_is_down(
     own_redis: RedisServer, quick_retry: None
 ) -> None:
     careful = guard(fetch.__wrapped__, name="careful", fail_closed=True, max_iterations=10**9)
-    with shared(own_redis, "closed-fail"):
+    with shared(own_redis, "closed-fail") as run:
         careful(0)
         own_redis.stop()
         with pytest.raises(StoreUnavailable):
@@ -510,13 +514,14 @@ def test_fail_closed_refuses_calls_while_redis_is_down(
         own_redis.start()
         time.sleep(0.06)
         assert careful(2) == f"page {letters(2)}"
+        assert_copies_agree(own_redis.url, "closed-fail", run)
 
 
 def test_the_outage_is_logged_once_and_the_recovery_once(
     own_redis: RedisServer, quick_retry: None
 ) -> None:
     with structlog.testing.capture_logs() as logs:
-        with shared(own_redis, "logged"):
+        with shared(own_redis, "logged") as run:
             fetch(0)
             own_redis.stop()
             for i in range(1, 20):
@@ -525,6 +530,7 @@ def test_the_outage_is_logged_once_and_the_recovery_once(
             own_redis.start()
             time.sleep(0.06)
             fetch(20)
+            assert_copies_agree(own_redis.url, "logged", run)
     assert _logged(logs, "fuzeguard.store_unavailable") == 1
     assert _logged(logs, "fuzeguard.store_recovered") == 1
 
@@ -966,3 +972,59 @@ def test_ask_in_a_shared_run_does_not_block_the_event_loop(redis_server: RedisSe
             return third
 
     assert asyncio.run(main()) == "3 results for same"
+
+
+def test_the_ask_callback_of_a_shared_run_may_read_the_run_and_other_threads_go_on(
+    redis_server: RedisServer,
+) -> None:
+    """Third review e02: the callback ran under the run's lock, so one that read
+    ``question.run.report()`` (as docs/stopped.md suggests) waited for it until ask_timeout (a
+    kill), and every other thread of the run stood still meanwhile."""
+    import threading
+
+    other_done = threading.Event()
+    read: list[int] = []
+
+    def ask(question: Any) -> str:
+        read.append(question.run.report().calls)
+        worker = threading.Thread(target=question.run.bind(fetch), args=(7,))
+        worker.start()  # another thread's call of the same run, while the person reads
+        worker.join(5)
+        if not worker.is_alive():
+            other_done.set()
+        return "continue"
+
+    search = _asking_search()
+    with shared(redis_server, "ask-reads", ask=ask, ask_timeout=10) as run:
+        for _ in range(3):
+            search("same")
+    assert read == [2] and other_done.is_set()
+    assert run.killed is None and run.stats().calls == 4
+
+
+def test_redis_holds_no_redacted_argument_of_a_failed_call(redis_server: RedisServer) -> None:
+    """Third review e07: dedup keeps the text of a failed call's arguments, and the shared run
+    wrote it to Redis with the password, the API key and the bearer token in clear, while the
+    trace and the report redact them."""
+    password, api_key, bearer = "hunter2-Pa55word", "sk-live-4f9a8b7c6d5e4f3a2b1c0d9e", "s3cr3t-bv"
+
+    @guard(name="login", on_loop="warn")
+    def login(user: str, password: str, api_key: str, headers: dict[str, str]) -> str:
+        raise PermissionError("access denied")
+
+    with shared(redis_server, "secrets") as run:
+        for _ in range(4):
+            with pytest.raises(PermissionError):
+                login("bob", password, api_key, {"Authorization": "Bearer " + bearer})
+        mine = [r.features for r in run.history]
+    client = redis_server.client()
+    stored = b"".join(
+        b"".join(client.lrange(key, 0, -1)) if client.type(key) == b"list"
+        else b"".join(b"".join(pair) for pair in client.hgetall(key).items())
+        for key in client.scan_iter("fuzeguard:*")
+    )
+    assert b"bob" in stored  # the text is there, its secrets are not
+    for secret in (password, api_key, bearer):
+        assert secret.encode() not in stored
+        assert secret not in repr(mine)  # this process books what the others read
+    assert run.detections  # the failing attempts are still caught

@@ -3,8 +3,9 @@ repetitive work, replayed through the default configuration.
 
 Each trace is a list of lines in the trace format (``{"fn", "args", "result" | "error"}``). For a
 loop, ``best`` is the earliest call at which the best seed system flags it (a warning counts) and
-the call at which it stops it; fuzeguard must flag no later and stop no later. A legitimate trace
-must not be flagged at all.
+the call at which it stops it; fuzeguard must flag no later and stop no later, except where a trace
+says why the graded response waits longer on purpose (``graded_stop``, docs/layers.md "When a
+pattern warns and when it kills"). A legitimate trace must not be flagged at all.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ class Trace:
     lines: list[dict[str, Any]]
     best_flag: int | None = None  # None: legitimate work
     best_stop: int | None = None
+    graded_stop: int | None = None  # later than best_stop on purpose, the reason said beside it
 
 
 class ToolError(Exception):
@@ -73,8 +75,12 @@ def hermes_terminal_retry() -> Trace:
     lines = [{"fn": "terminal", "args": {"command": "npm run build"},
               "error": "Command 'npm run build' returned non-zero exit status 1: "
                        "Module not found: Error: Can't resolve 'react-dom'"} for _ in range(20)]
+    # Stopped one call later than Hermes on purpose: a streak is certain at its 5th identical
+    # call, shorter ones are warned (an agent often re-runs a step three or four times, then
+    # changes approach).
     return Trace("hermes-terminal-retry", "OpenFang loop guard: same hash 3 times (flag at 3); "
-                 "Hermes proposal blocks after the warnings", lines, best_flag=3, best_stop=4)
+                 "Hermes proposal blocks after the warnings", lines, best_flag=3, best_stop=4,
+                 graded_stop=5)
 
 
 def hermes_terminal_variations() -> Trace:
@@ -171,7 +177,8 @@ def test_every_loop_is_caught_no_later_than_the_best_seed_system(trace: Trace) -
     first = played.first()
     assert first is not None and trace.best_flag is not None and trace.best_stop is not None
     assert first <= trace.best_flag, (trace.source, played.detections[0])
-    assert played.killed_at is not None and played.killed_at <= trace.best_stop, trace.source
+    stop = trace.best_stop if trace.graded_stop is None else trace.graded_stop
+    assert played.killed_at is not None and played.killed_at <= stop, trace.source
 
 
 @pytest.mark.parametrize("trace", LEGITIMATE, ids=lambda t: t.name)
@@ -188,11 +195,15 @@ def test_the_corpus_records_when_each_loop_is_caught() -> None:
         played = play(steps_of(trace))
         caught[trace.name] = (played.first(), played.killed_at)
     assert caught == {
-        "deerflow-2569-search-fetch": (6, 6),  # the 3rd identical fetch, nothing written
-        "deerflow-three-tool-cycle": (7, 7),  # dedup: the 3rd identical `plan`
-        "hermes-terminal-retry": (3, 3),
+        # Warned at the 3rd identical fetch (nothing written), killed at the 4th.
+        "deerflow-2569-search-fetch": (6, 8),
+        # Warned at the 3rd identical `plan`, killed at the 3rd `search` right after the warning.
+        "deerflow-three-tool-cycle": (7, 8),
+        # Warned at the 3rd and 4th identical failures, killed at the 5th (a certain streak).
+        "hermes-terminal-retry": (3, 5),
         "hermes-terminal-variations": (6, 10),
-        "hermes-read-patch": (5, 5),  # the 3rd identical read_file (the patches failed)
+        # Warned at the 3rd identical read_file (the patches failed), killed at the 3rd alike patch.
+        "hermes-read-patch": (5, 6),
         "status-poll-unchanged": (10, 20),
     }
 

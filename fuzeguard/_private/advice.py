@@ -12,6 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from fuzeguard._private.toml_lines import quoted_key
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - Python 3.10
@@ -46,10 +48,21 @@ class Suggestion:
     layer: str = ""
     acts_at: int | None = None
     acted_at: int | None = None
+    # Whether "acts" means a loop detection only (progress: its early warning comes first, at
+    # the window), or any detection of the layer (an early warning included).
+    loop_only: bool = False
 
     @property
     def line(self) -> str:
         return f"{self.key} = {self.value}"
+
+    @property
+    def header(self) -> str:
+        """The table as a ``fuze.toml`` header names it: the function's name quoted as a key
+        when it must be (``[functions."fs.read"]``), so that the line pasted is the one checked."""
+        if self.table == "defaults":
+            return "[defaults]"
+        return f"[functions.{quoted_key(self.table.removeprefix('functions.'))}]"
 
     def applied(self, config: Config) -> Config:
         """``config`` with this line added."""
@@ -133,7 +146,7 @@ def suggestions(
         out.append(Suggestion(table, "progress_window", str(window),
                               f"now {now}: act after {2 * window} calls that bring nothing new, "
                               f"not {2 * now}", layer=layer, acts_at=2 * window,
-                              acted_at=2 * now))
+                              acted_at=2 * now, loop_only=True))
     elif layer == "iterations" and count is not None:
         now = values["max_iterations"]
         out.append(Suggestion(table, "max_iterations", str(count),
@@ -171,10 +184,10 @@ def suggestions(
 @dataclass(frozen=True, slots=True)
 class Trial:
     """A trace replayed with one suggested line added: the (run, call) of each kill, and the
-    count at which each layer first acted on a loop, by (run, layer, function)."""
+    count at which each layer first acted, by (run, layer, function, loop detections only)."""
 
     kills: set[tuple[str | None, int]]
-    first_acted: dict[tuple[str | None, str, str], int]
+    first_acted: dict[tuple[str | None, str, str, bool], int]
 
 
 def replayed_with(
@@ -196,13 +209,15 @@ def replayed_with(
         except (ConfigError, ValueError, TypeError):
             trials[key] = None
             continue
-        first: dict[tuple[str | None, str, str], int] = {}
+        first: dict[tuple[str | None, str, str, bool], int] = {}
 
-        def found(item: ReplayedDetection, first: dict[tuple[str | None, str, str], int] = first,
-                  ) -> None:
+        def found(item: ReplayedDetection,
+                  first: dict[tuple[str | None, str, str, bool], int] = first) -> None:
             d = item.detection
-            if d.kind == "loop" and d.count is not None:
-                first.setdefault((item.run, d.layer, d.fn), d.count)
+            if d.count is not None:
+                first.setdefault((item.run, d.layer, d.fn, False), d.count)
+                if d.kind == "loop":
+                    first.setdefault((item.run, d.layer, d.fn, True), d.count)
 
         replayed = Replayer(candidate, use_code_settings=use_code_settings, keep=0,
                             on_detection=found)

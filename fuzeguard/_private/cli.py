@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
 import time
 from collections.abc import Sequence
@@ -31,6 +30,7 @@ from fuzeguard._private.replay import (
 )
 from fuzeguard._private.replay_pool import WorkerLost, default_jobs, replay_files
 from fuzeguard._private.schema import schema
+from fuzeguard._private.terminal import CONTROLS, printable
 
 EXIT_OK = 0
 EXIT_DETECTED = 1
@@ -45,18 +45,6 @@ PROGRESS_TRACES = 10
 # they save (forked workers start in tens of milliseconds).
 PARALLEL_BYTES = 2 * 1024 * 1024
 
-# Characters that drive a terminal rather than show: C0 and C1 controls (ESC starts colour,
-# cursor and title sequences) and the bidirectional overrides that reorder what is shown.
-_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-
-
-def printable(text: str) -> str:
-    """``text`` for a terminal: control characters written as escapes (``\\x1b``), so that a
-    name read from a trace can never drive the terminal of whoever replays it."""
-    if text.isprintable():
-        return text
-    return _CONTROLS.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
-
 
 def _json_line(value: Any) -> str:
     """One JSON object as a line that shows as it is: control characters JSON leaves raw (C1,
@@ -64,7 +52,7 @@ def _json_line(value: Any) -> str:
     text = json.dumps(value, ensure_ascii=False)
     if text.isprintable():
         return text
-    return _CONTROLS.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    return CONTROLS.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 _MAIN_EPILOG = """\
@@ -685,7 +673,7 @@ def replay(
         total_calls += summary.calls
         total_runs += summary.runs
         total_detections += summary.detected
-        killed += len(summary.kills)
+        killed += summary.killed_runs
         problems += summary.problem_count
         for key, n in summary.by_layer.items():
             by_layer[key] = by_layer.get(key, 0) + n
@@ -867,7 +855,7 @@ def report(
     for i, item in enumerate(reports):
         if i:
             out.write("\n")
-        out.write(item.text())
+        out.write("\n".join(map(printable, item.text().split("\n"))))
     if html is not None and reports:
         title = "fuzeguard report: " + ", ".join(files) if len(files) <= 3 else (
             f"fuzeguard report: {len(files)} traces")
@@ -889,7 +877,7 @@ def _outcome(summary: TraceSummary) -> str:
         first = summary.kills[0]
         d = first.detection
         text = (f"killed at call {first.call} by {d.layer}" if summary.runs == 1 else
-                f"{len(summary.kills)} of {summary.runs} runs killed (first at call {first.call} "
+                f"{summary.killed_runs} of {summary.runs} runs killed (first at call {first.call} "
                 f"by {d.layer})")
     elif summary.detected:
         text = "not killed"
@@ -911,8 +899,8 @@ def _difference(a: TraceSummary, b: TraceSummary) -> str:
             return f"B stops it {cb - ca} call{_s(cb - ca)} later"
         if ka[0].detection.layer != kb[0].detection.layer:
             return "same call, another layer"
-        if len(ka) != len(kb):
-            return f"B kills {len(kb)} runs, A {len(ka)}"
+        if a.killed_runs != b.killed_runs:
+            return f"B kills {b.killed_runs} runs, A {a.killed_runs}"
     elif ka:
         return "only A stops it"
     elif kb:
@@ -987,6 +975,6 @@ def _as_json(summary: TraceSummary) -> dict[str, Any]:
         "runs": summary.runs,
         "detections": summary.detected,
         "by_action": dict(summary.by_action),
-        "killed": len(summary.kills),
+        "killed": summary.killed_runs,
         "first_kill": None if kill is None else {"call": kill.call, "layer": kill.detection.layer},
     }

@@ -286,7 +286,7 @@ def complete(
                             start, duration, features, call.kind)
     # Booked in the run (or its store), then published.
     if run._store is not None:
-        run._store.complete(run, record)
+        run._store.complete(run, record, plan, call)
     else:
         with run._lock:
             run._book(record)

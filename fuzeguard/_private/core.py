@@ -30,13 +30,17 @@ def decide(
     ladder: Sequence[Action],
     hits: Callable[[Hashable], int],
     *,
+    early: int = 0,
+    told: Callable[[Hashable], int] | None = None,
     observe: bool = False,
     on_error: Callable[[Layer, Call, Exception], object] | None = None,
 ) -> Decision:
     """Run every layer on ``call`` and choose what to do.
 
-    A ``"limit"`` detection kills; a ``"warning"`` warns; a ``"loop"`` takes the ladder's step for
-    the number of times its pattern was detected before (``hits``). The most severe action wins.
+    A ``"limit"`` detection kills; a ``"warning"`` warns; a ``"loop"`` the evidence does not yet
+    make one (``early_warning``) is answered as an early warning (its kind becomes
+    ``"warning"``), else takes the ladder's step for the number of times its pattern was acted
+    on as a loop before (``hits``). The most severe action wins.
     In observe mode each detection keeps the action it would have taken and the call goes ahead.
     A layer that raises is left out of this decision and reported to ``on_error``: one faulty
     layer never switches the others off.
@@ -62,11 +66,18 @@ def decide(
     best_action: str = "call"
     completed = []
     for detection in found:
-        action = action_for(detection, ladder, hits)
-        detection = dataclasses.replace(
-            detection, run_id=run.id, call_index=call.index, fn=detection.fn or call.fn,
-            action=action,
-        )
+        if early and early_warning(detection, early, told):
+            action: Action = "warn"
+            detection = dataclasses.replace(
+                detection, run_id=run.id, call_index=call.index, fn=detection.fn or call.fn,
+                kind="warning", action=action,
+            )
+        else:
+            action = action_for(detection, ladder, hits)
+            detection = dataclasses.replace(
+                detection, run_id=run.id, call_index=call.index, fn=detection.fn or call.fn,
+                action=action,
+            )
         completed.append(detection)
         if _SEVERITY[action] > _SEVERITY[best_action]:
             best, best_action = detection, action
@@ -101,6 +112,24 @@ def check_detection(layer: object, detection: object) -> None:
             f"the layer {name} returned a Detection whose pattern is a "
             f"{type(detection.pattern).__name__}, which cannot be hashed: use a tuple or a string"
         ) from None
+
+
+def early_warning(
+    detection: Detection, early: int, told: Callable[[Hashable], int] | None = None
+) -> bool:
+    """Whether a loop is answered by an early warning rather than by ``on_loop``: evidence
+    grades the response (docs/layers.md). A weak loop always is (while ``early`` is above 0); a
+    certain one never; any other until the model was told ``early`` times about its pattern
+    (``told``: the warnings about it that reached the model, counted as ``early`` when it was
+    warned about anything a short while ago)."""
+    if detection.kind != "loop" or not early:
+        return False
+    evidence = detection.evidence
+    if evidence == "weak":
+        return True
+    if evidence == "certain":
+        return False
+    return told is None or told(pattern_key(detection)) < early
 
 
 def action_for(

@@ -25,6 +25,7 @@ from fuzeguard._private.log import emit
 from fuzeguard._private.names import register, warn_unmatched
 from fuzeguard._private.plan import Plan, build_plan, check_layer_objects
 from fuzeguard._private.records import Call, Decision, Detection
+from fuzeguard._private.registered import registered_by
 from fuzeguard._private.run import (
     DetectHook,
     Run,
@@ -119,6 +120,19 @@ class Guard:
     def begin(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Pending | Skipped | None:
         """Decide about one call. None: run it unguarded (guarding off, or fail-open)."""
         started = self.decide(args, kwargs)
+        if type(started) is tuple:
+            return Pending(*started)
+        return started  # type: ignore[return-value]
+
+    async def abegin(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Pending | Skipped | None:
+        """``begin`` for an async generator: the decision awaited when the run's decision waits
+        for something (a store's round trips, a person's answer), so that none blocks the loop."""
+        if state.mode_override != "off" and current_run()._awaits:
+            started = await self.adecide(args, kwargs)
+        else:
+            started = self.decide(args, kwargs)
         if type(started) is tuple:
             return Pending(*started)
         return started  # type: ignore[return-value]
@@ -356,7 +370,7 @@ def _wrap(g: Guard) -> Callable[..., Any]:
     if kind == "asyncgen":
 
         async def agen_wrapper(*args: Any, **kwargs: Any) -> AsyncIterator[Any]:
-            p = begin(args, kwargs)
+            p = await g.abegin(args, kwargs)
             if p is None:
                 async for chunk in fn(*args, **kwargs):
                     yield chunk
@@ -402,8 +416,8 @@ def _wrap(g: Guard) -> Callable[..., Any]:
     elif kind == "async":
 
         async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-            if state.mode_override != "off" and current_run()._store is not None:
-                started = await g.adecide(args, kwargs)  # shared: the round trips are awaited
+            if state.mode_override != "off" and current_run()._awaits:
+                started = await g.adecide(args, kwargs)  # round trips or a person awaited
             else:
                 started = decide(args, kwargs)
             if started is None:
@@ -521,6 +535,7 @@ _FRAMEWORKS = {
     "smolagents": "smolagents' @tool (or use fuzeguard.integrations.smolagents)",
     "crewai": "CrewAI's @tool (or use fuzeguard.integrations.crewai)",
     "mcp": "the MCP server's @tool (or use fuzeguard.integrations.mcp)",
+    "fastmcp": "FastMCP's @tool (or use fuzeguard.integrations.mcp)",
 }
 
 
@@ -536,6 +551,11 @@ def _check_guardable(f: Any, where: str) -> None:
                         "next to the function")
     if f is None or not callable(f):
         raise TypeError(f"guard() takes a function, got {f!r}: use @guard or guard(fn, ...)")
+    holder = registered_by(f)
+    if holder is not None:
+        raise TypeError(f"{where}: {f.__name__!r} was registered by a {holder} decorator "
+                        "before @guard wrapped it, so the framework calls the unguarded function: "
+                        f"put @guard under {_FRAMEWORKS[holder]}, next to the function")
 
 
 @overload

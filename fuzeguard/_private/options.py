@@ -38,6 +38,8 @@ class FunctionOptions(TypedDict, total=False):
     enabled: bool | Literal["observe"]
     on_loop: Actions
     kill_on_loop: bool
+    early_warnings: int
+    persist_window: int
     layers: Layers
     exempt_from: Strings
     kind: Kind | Literal["auto"]
@@ -58,6 +60,7 @@ class FunctionOptions(TypedDict, total=False):
     repeat_memory: int
     repeat_threshold: int
     repeat_warn_threshold: int
+    streak_threshold: int
     poll_threshold: int
     poll_warn_threshold: int
     similarity_threshold: float

@@ -120,8 +120,11 @@ def _ascii_form(pattern: str) -> str:
 
 # ``_VOLATILE_TOKEN`` for a text that is all ASCII (most are): the same matches, found faster.
 _VOLATILE_ASCII = re.compile(_ascii_form(_VOLATILE_TOKEN.pattern), re.VERBOSE | re.ASCII)
+# Words that name an identifier or a retry's number, which drift without meaning. A count of work
+# done (``iteration 1200``, ``run 3``, ``job 4``, ``build 17``) is not among them: in a poll it is
+# the progress.
 _COUNTERS = ("pid", "PID", "process", "attempt", "try", "retry", "revision", "rev", "execution",
-             "iteration", "run", "job", "request", "session", "sess", "conversation", "build")
+             "request", "session", "sess", "conversation")
 # The counters' branches, each beside a probe: a pattern that finds, in the lowercased text, what
 # every match of the branch holds (lowercasing maps the branch's letters one to one and leaves
 # spaces and digits as they are, so a text the branch matches is one its probe finds).
@@ -130,13 +133,14 @@ _WORD_LED_PROBED: Final = (
     *((rf"{c.lower()}\s?[#:=]?\s?(?:[a-z]{{1,8}}[-_])?\d",
        rf"{w}\s?[#:=]?\s?(?:[A-Za-z]{{1,8}}[-_])?\d+(?!\w)")
       for c in _COUNTERS for w in dict.fromkeys((c, c.capitalize()))),
-    # line 47872, Cell In[1], line 10
-    *((r"line\s\d", rf"{w}\s\d+(?!\w)") for w in ("Line", "line", "LINE")),
+    # A position in a traceback: File "x.py", line 12 / Cell In[1], line 10 (a line number
+    # elsewhere, "line 0" -> "line 1", may be the progress).
+    (r'", line\s\d', r'", line\s\d+(?!\w)'),
     (r"id\s?[=:]", r"id(?<![A-Za-z]id)\s?[=:]\s?[\"']?[\w.-]+"),  # id=4, request_id: ab12
     (r"id\s?[=:]", r"ID(?<![A-Za-z]ID)\s?[=:]\s?[\"']?[\w.-]+"),
     (r"id\s?[=:]", r"Id(?<=[a-z]Id)\s?[=:]\s?[\"']?[\w.-]+"),  # messageId=om_1
     (r"in\s?\[\d", r"In\s?\[\d+\]"), (r"out\s?\[\d", r"Out\s?\[\d+\]"),  # notebook counters
-    (r"in\s?\[\d", r"Cell In\s?\[\d+\]"),
+    (r"in\s?\[\d", r"Cell In\s?\[\d+\](?:, line\s\d+(?!\w))?"),
     (r"/tmp/[^\s'\"/:]*\d", r"/tmp/[^\s'\"/:]*\d[^\s'\"/:]*"),  # temporary dirs
     (r"/var/folders/", r"/var/folders/[^\s'\"/:]*"),
 )
@@ -159,9 +163,8 @@ _WORD_LED = re.compile(_by_first_character(_WORD_LED_BRANCHES))
 # What every match of _WORD_LED holds, lowercased: a counter's word (``try`` in ``retry``, ``rev``
 # in ``revision``, ``id`` in ``pid``), ``id``, the ``[`` of a notebook counter, a temporary
 # directory. Plain substring tests on the lowercased text rule most texts out at once.
-_WORD_HINTS: Final = ("id", "process", "attempt", "try", "rev", "execution", "iteration", "run",
-                      "job", "request", "session", "conversation", "build", "[", "/tmp/",
-                      "/var/folders/", "line ", "sess")
+_WORD_HINTS: Final = ("id", "process", "attempt", "try", "rev", "execution", "request",
+                      "session", "conversation", "[", "/tmp/", "/var/folders/", "line ", "sess")
 # The probes, one search each (every probe starts with plain characters, which the engine skips
 # to), with the branches each one stands for.
 _LED_PROBES: Final = tuple(
@@ -223,6 +226,9 @@ _ERROR_LINE = re.compile(
     | [A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt)\b(?::|\Z)
     | (?i:error|fatal|exception)\b\s*[:!\]]
     | \[?(?i:error)\]
+    | error\[E\d{4}\]:                                 # rustc: error[E0425]: ...
+    | npm\ ERR!                                       # npm ERR! code ELIFECYCLE
+    | [\w./-]+\.go:\d+:\d+:\ \S                         # go: ./main.go:12:5: undefined: x
     | .{0,200}?(?:command\ not\ found|No\ such\ file\ or\ directory|Permission\ denied
         |is\ not\ recognized\ as\ an\ internal\ or\ external\ command))""",
     re.VERBOSE,
@@ -230,7 +236,7 @@ _ERROR_LINE = re.compile(
 # Error lines looked for between the ends of a command's output (``read_failure``, deep): stricter
 # than at the ends (a name-led error needs its message, and a line may be led by a list mark or
 # a linter's code, as in ``- E999 SyntaxError: invalid syntax``).
-_DEEP_START: Final = r"^[ \t]*(?:[-*>|]\s+)?(?:[A-Z]\d{2,4}\s+)?(?:"
+_DEEP_START: Final = r"^[ \t]*(?:[-*>|]\s+|E {3})?(?:[A-Z]\d{2,4}\s+)?(?:"
 # Its branches, each with the words one of which every match of the branch holds.
 _DEEP_BRANCHES: Final = (
     (("Error", "Exception"), r"[A-Za-z_][\w.]*(?:Error|Exception)\b:\s*\S.*"),
@@ -238,6 +244,9 @@ _DEEP_BRANCHES: Final = (
     (("error", "ERROR", "Error", "fatal", "FATAL", "Fatal"),
      r"(?:error|ERROR|Error|fatal|FATAL|Fatal)\b\s*:\s*\S.*"),
     (("BUILD FAILURE",), r"BUILD FAILURE.*"),
+    (("error[E",), r"error\[E\d{4}\]:.*"),
+    (("npm ERR!",), r"npm ERR!.*"),
+    ((".go:",), r"[\w./-]+\.go:\d+:\d+: \S.*"),
     (("command not found", "No such file or directory", "Permission denied"),
      r".{0,200}?(?:command not found|No such file or directory|Permission denied).*"),
 )
@@ -265,7 +274,7 @@ _TEMPLATE_CHARS: Final = 300
 # Words one of which every error line holds: a cheap first look before the line patterns (plain
 # substring tests, which are much faster than one regex alternation over the text).
 _ERROR_WORDS: Final = ("rror", "RROR", "xception", "raceback", "atal", "Exit", "Interrupt",
-                       "not found", "No such file", "denied", "not recognized")
+                       "not found", "No such file", "denied", "not recognized", "ERR!", ".go:")
 _ERROR_LOOK: Final = 2000
 _FAILED_STATUS: Final = frozenset({"error", "failed", "failure", "fail", "errored", "exception"})
 
@@ -401,15 +410,15 @@ def failure_fingerprint(label: str | None, detail: str | None = None) -> bytes:
 
 def output_failure(output: Any) -> str:
     """What failed, read from the output of a call that is known to have failed (a trace line
-    with both an ``error`` and a ``result``): the error line found anywhere in it, else its last
-    line."""
+    with both an ``error`` and a ``result``): the error line found anywhere in it, else the end
+    of its output (its last ``_FAILURE_CHARS`` characters, not only its last line: outputs that
+    differ above one common footer are different failures)."""
     if type(output) is not str:
         return ""
     line = _failure_text(output, True)
     if line:
         return line
-    tail = output[-_FAILURE_CHARS:].rstrip().rpartition("\n")[2]
-    return tail.strip()
+    return output[-_FAILURE_CHARS:].strip()
 
 
 def error_template(text: str) -> str:

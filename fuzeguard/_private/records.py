@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 Action = Literal["kill", "warn", "skip", "ask"]
 Kind = Literal["loop", "warning", "limit"]
+Evidence = Literal["weak", "normal", "certain"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,9 +74,16 @@ class Detection:
 
     Layers fill in what they know; the guard completes ``run_id``, ``call_index`` and ``action``.
     ``kind`` is ``"loop"`` (handled by ``on_loop``), ``"warning"`` (an early warning: always just
-    warns) or ``"limit"`` (a budget: always ends the run). ``pattern`` identifies what repeats, so
-    that an escalation ladder can step when the same pattern is detected again. ``message`` is
-    written for the model: it says what happened and what to do instead.
+    warns) or ``"limit"`` (a budget: always ends the run). ``evidence`` grades the response to a
+    loop (``docs/layers.md``): a ``"normal"`` loop is first answered by ``early_warnings``
+    warnings that reach the model, and ``on_loop`` applies when it persists after them; a
+    ``"weak"`` one (a first signal that a run often gets out of by itself: a short streak, a
+    re-run after a command) is only warned while ``early_warnings`` is above 0; a ``"certain"``
+    one (the evidence leaves no doubt: the same call and outcome back to back past the streak
+    threshold, an identical write that already succeeded, sent again) takes ``on_loop`` at once.
+    ``pattern`` identifies what repeats, so that an escalation ladder can step when the same
+    pattern is detected again. ``message`` is written for the model: it says what happened and
+    what to do instead.
     """
 
     layer: str
@@ -85,6 +93,7 @@ class Detection:
     threshold: float | None = None
     similarity: float | None = None
     kind: Kind = "loop"
+    evidence: Evidence = "normal"
     pattern: Hashable = field(default=None, repr=False)  # fingerprints: not for reading
     run_id: str = ""
     call_index: int = 0

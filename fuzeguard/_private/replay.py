@@ -148,6 +148,12 @@ class TraceSummary:
     problem_count: int = 0
     ignored_settings: set[str] = field(default_factory=set)
 
+    @property
+    def killed_runs(self) -> int:
+        """How many runs were killed: a run resumed and killed again is one run killed more
+        than once (``kills`` holds each kill)."""
+        return len({kill.run for kill in self.kills})
+
 
 class _Clock:
     """The replay clock: the run's time is whatever the last line's ``ts`` said."""
@@ -173,10 +179,12 @@ def _error_object(text: str) -> Exception:
     """An exception of the recorded class name, for layers that look at the error.
 
     The class is made here (a plain ``Exception`` subclass with that name): nothing named by the
-    trace is imported. A text that does not start with a class name names the class whole."""
+    trace is imported. A text that does not start with a class name names the class whole, and
+    is its message too: every recorded message is kept (whether a failure says something is
+    decided by what it says, ``dedup.bare_failure``, not by how the trace shaped it)."""
     name, _, message = text.partition(": ")
     if not name.isidentifier():
-        name, message = text, ""
+        name, message = text, text
     cls = _error_types.get(name)
     if cls is None:
         cls = type(name, (Exception,), {"__module__": "fuzeguard.replayed"})

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from fuzeguard._private.advice import Suggestion, Trial, number, replayed_with, suggestions
 from fuzeguard._private.recorded import ACTIONS, Recorded, RecordedRun
 from fuzeguard._private.records import Detection
+from fuzeguard._private.terminal import printable
 from fuzeguard._private.timeline import Mark
 
 if TYPE_CHECKING:
@@ -195,10 +196,11 @@ def _acts_as_said(s: Suggestion, run: str | None, marks: Sequence[Mark], trial: 
     fn = s.table.removeprefix("functions.")
     if s.acted_at is not None:
         before = next((d.count for m in marks for d in m.detections
-                       if d.layer == s.layer and d.fn == fn and d.kind == "loop"), None)
+                       if d.layer == s.layer and d.fn == fn
+                       and (d.kind == "loop" or not s.loop_only)), None)
         if before != s.acted_at:
             return False
-    return trial.first_acted.get((run, s.layer, fn), s.acts_at) == s.acts_at
+    return trial.first_acted.get((run, s.layer, fn, s.loop_only), s.acts_at) == s.acts_at
 
 
 def report_of_detection(detection: Detection, calls: int, cost: float, elapsed: float,
@@ -381,14 +383,27 @@ def render_text(report: StopReport) -> str:
         for s in report.suggestions:
             if s.table != table:
                 table = s.table
-                lines.append(f"  [{table}]")
+                lines.append(f"  {s.header}")
             lines.append(f"  {s.line.ljust(width)}  # {s.why}")
     if stop is not None:
         lines.append("")
         lines.append("Or resume this run with more budget: run.resume(extra_calls=..., "
                      "extra_cost=..., note=...) (docs/stopped.md).")
     lines.extend(report.notes)
-    return "\n".join(lines) + "\n"
+    return _names_shown(report, "\n".join(lines) + "\n")
+
+
+def _names_shown(report: StopReport, text: str) -> str:
+    """``text`` with the names it took from the trace (the run's, the functions') written with
+    their control characters as escapes: a newline in a tool's name never starts a line of the
+    report (under the suggested lines of fuze.toml least of all), ESC never reaches a terminal."""
+    names = {m.fn for m in report.marks} | {report.run}
+    if report.stop is not None:
+        names.add(report.stop.fn)
+    for name in sorted(names, key=len, reverse=True):
+        if not name.isprintable():
+            text = text.replace(name, printable(name))
+    return text
 
 
 def _stopped(subject: str, stop: Detection | None, how: str) -> list[str]:

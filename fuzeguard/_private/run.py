@@ -118,7 +118,7 @@ def implicit_run() -> Run:
         elif run._killed is not None:
             killed = run._killed
             run.close()
-            run = _implicit = ImplicitRun(run if isinstance(run, ImplicitRun) else None)
+            run = _implicit = ImplicitRun(run)
             emit(
                 "warning", "fuzeguard.implicit_run_restarted",
                 previous_run_id=killed.run_id, run_id=run.id, layer=killed.layer, fn=killed.fn,
@@ -195,6 +195,8 @@ class Run(RunState):
             from fuzeguard._private.store import open_store
 
             self._store = open_store(self, url, parent)
+        # An async tool's decision awaits something: the store's round trips, or a person.
+        self._awaits = self._store is not None or ask is not None
         if self._standard:
             attach_standard(self)
 
@@ -567,12 +569,9 @@ class Run(RunState):
         if self._store is not None:
             call, decision = self._store.decide(self, plan, args_fp, arguments, kind)
             return self._decided(plan, call, decision)
-        with self._lock:
-            call, decision = self._judge(plan, args_fp, arguments, kind)
-            if decision is not _REFUSED and decision.action != "ask":
-                self._count(call, decision)
+        call, decision = self._judged(plan, args_fp, arguments, kind)
         if decision.action == "ask":
-            decision = self._ask(plan, call, decision, self._count)
+            decision = self._ask(call, decision, self._question(call, decision), self._count)
         elif (
             decision.action == "call" and not decision.detections and decision is not _REFUSED
             and not self._unlogged and not self._outbox and CallStarted not in self._subs
@@ -583,18 +582,35 @@ class Run(RunState):
     async def _adecide(
         self, plan: Plan, args_fp: bytes, arguments: Any
     ) -> tuple[Call, Decision]:
-        """``_decide`` for a coroutine tool of a run with a store: its round trips awaited."""
-        assert self._store is not None
-        call, decision = await self._store.adecide(self, plan, args_fp, arguments, None)
+        """``_decide`` for a coroutine tool of a run with a store (its round trips awaited) or
+        with an ``ask`` callback (the answer awaited off the event loop's thread)."""
+        if self._store is not None:
+            call, decision = await self._store.adecide(self, plan, args_fp, arguments, None)
+            return self._decided(plan, call, decision)
+        call, decision = self._judged(plan, args_fp, arguments, None)
+        if decision.action == "ask":
+            import asyncio  # already imported: the caller runs an event loop
+
+            reply = await asyncio.to_thread(self._question, call, decision)
+            decision = self._ask(call, decision, reply, self._count)
         return self._decided(plan, call, decision)
 
+    def _judged(
+        self, plan: Plan, args_fp: bytes, arguments: Any, kind: str | None
+    ) -> tuple[Call, Decision]:
+        """Judge a call of a run without a store and book it, unless it waits for ``ask``."""
+        with self._lock:
+            call, decision = self._judge(plan, args_fp, arguments, kind)
+            if decision is not _REFUSED and decision.action != "ask":
+                self._count(call, decision)
+        return call, decision
+
     def _ask(
-        self, plan: Plan, call: Call, decision: Decision,
+        self, call: Call, decision: Decision, reply: str,
         book: Callable[[Call, Decision], None],
     ) -> Decision:
-        """Put a decision that calls for ``ask`` to the run's ``ask`` callback, outside the
-        lock, then book the answered decision (``ask.py``)."""
-        reply = self._question(call, decision)
+        """Book a decision that called for ``ask`` with the ``ask`` callback's ``reply``,
+        given outside the lock (``ask.py``)."""
         with self._lock:
             if self._killed is not None:  # killed by another call while the question was open
                 return Decision("kill", call.index, self._killed, ())
@@ -647,7 +663,8 @@ class Run(RunState):
                 if decision.action != "ask":
                     self._count_flag(decision)
             if decision.action == "ask":
-                decision = self._ask(plan, call, decision, lambda _, d: self._count_flag(d))
+                decision = self._ask(call, decision, self._question(call, decision),
+                                     lambda _, d: self._count_flag(d))
         if decision.detections:
             self._announce(plan, call, decision)
         return decision
@@ -718,28 +735,41 @@ def checked_discovered_config() -> Config:
 
 
 class ImplicitRun(Run):
-    """The process-wide run of calls made outside any ``fuzeguard.run()``.
+    """The process-wide run of calls made outside any ``fuzeguard.run()`` (and the run of a
+    session an integration could only guess, ``KeyedRuns.restart``).
 
     A loop killed in one implicit run stays stopped in the next: each kill of a loop (not of a
     budget) remembers the function and argument fingerprint of the call it refused, and every
     later implicit run refuses a call with both at once, with the detection that killed it
-    (the run itself goes on). Before, a caller that caught ``LoopDetected`` and went on called
-    the tool again and again: 30 identical calls ran it 23 times.
+    (the run itself goes on), for ``STUCK_TTL`` seconds after the kill. Before, a caller that
+    caught ``LoopDetected`` and went on called the tool again and again: 30 identical calls ran
+    it 23 times. The calls of a long-lived server come from many users: after ``STUCK_TTL`` the
+    pattern is judged afresh (a loop that goes on is caught again at its next repeats), so
+    that one user's loop does not refuse that call to every other user for the process's life.
     """
 
     # Patterns kept: a long-lived process killed for ever new loops forgets the oldest first.
     MAX_STUCK = 1024
-    # (function name, argument fingerprint) of each call a killed implicit run refused.
-    _stuck: dict[tuple[str, bytes], Detection]
+    # Seconds a killed pattern stays refused.
+    STUCK_TTL = 600.0
+    # (function name, argument fingerprint) of each call a killed implicit run refused, with
+    # the detection and the monotonic time at which it is forgotten.
+    _stuck: dict[tuple[str, bytes], tuple[Detection, float]]
     _kill_pattern: tuple[str, bytes] | None
 
-    def __init__(self, previous: ImplicitRun | None = None) -> None:
-        super().__init__("implicit", store=None)
-        stuck: dict[tuple[str, bytes], Detection] = {}
+    def __init__(self, previous: Run | None = None, name: str = "implicit") -> None:
+        super().__init__(name, store=None)
+        stuck: dict[tuple[str, bytes], tuple[Detection, float]] = {}
         if previous is not None:
-            stuck.update(previous._stuck)
-            if previous._kill_pattern is not None and previous._killed is not None:
-                stuck[previous._kill_pattern] = previous._killed
+            now = time.monotonic()
+            killed, pattern = previous._killed, None
+            if isinstance(previous, ImplicitRun):
+                stuck.update((k, v) for k, v in previous._stuck.items() if v[1] > now)
+                pattern = previous._kill_pattern
+            elif killed is not None and killed.kind == "loop" and previous._killed_fp:
+                pattern = (killed.fn, previous._killed_fp)
+            if pattern is not None and killed is not None:
+                stuck[pattern] = (killed, now + self.STUCK_TTL)
             while len(stuck) > self.MAX_STUCK:
                 del stuck[next(iter(stuck))]
         self._stuck = stuck
@@ -750,9 +780,11 @@ class ImplicitRun(Run):
     ) -> tuple[Call, Decision]:
         if self._stuck:
             found = self._stuck.get((plan.name, args_fp))
-            if found is not None:  # refused, not counted: the fresh run itself goes on
+            if found is not None and found[1] <= time.monotonic():
+                del self._stuck[(plan.name, args_fp)]
+            elif found is not None:  # refused, not counted: the fresh run itself goes on
                 call = Call(plan.name, self._attempts + 1, args_fp, arguments)
-                return call, Decision("kill", call.index, found, ())
+                return call, Decision("kill", call.index, found[0], ())
         call, decision = super()._judge(plan, args_fp, arguments, kind)
         if decision.action == "kill" and decision.detections and decision.detection is not None \
                 and decision.detection.kind == "loop":

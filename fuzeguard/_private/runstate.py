@@ -21,7 +21,7 @@ import dataclasses
 import time
 from collections import deque
 from collections.abc import Callable, Hashable, Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Final, cast
 
 from fuzeguard._private import budget, state
 from fuzeguard._private.ask import ACTION_OF
@@ -107,6 +107,12 @@ class RunState:
         # asked, kept as their step, and the hits at which it asks again (the raised bar).
         self._bars: dict[Hashable, tuple[int, int]] = {}
         self._hits: dict[Hashable, int] = {}
+        # The call and turn at which the model was last warned (a warning reached it), or 0;
+        # for each pattern it was warned about (most recently warned last), the warnings given
+        # (once per turn at most) and the turn of the latest.
+        self._told_at = 0
+        self._told_turn = 0
+        self._warned: dict[Hashable, tuple[int, int]] = {}
         # Once turns are marked (``end_turn``), the turn in which each pattern last stepped its
         # ladder: the ladder steps once per model turn, so a batch of identical parallel calls
         # the model sent at once is one step, not one per call.
@@ -296,6 +302,7 @@ class RunState:
         observe = plan.observe or state.mode_override == "observe"
         failures = self._layer_failures
         decision = decide(self, call, layers, plan.ladder, self._hit_count,
+                          early=plan.settings.early_warnings, told=self._told(call, plan),
                           observe=observe, on_error=self._layer_failed)
         if self._layer_failures != failures and plan.settings.fail_closed:
             return call, _REFUSED  # a layer could not judge the call: refuse it
@@ -384,6 +391,8 @@ class RunState:
         if self._killed is not None:
             return Decision("kill", call.index, self._killed, ())
         observe = plan.observe or state.mode_override == "observe"
+        # Made while the call is under way (a stream that repeats itself): no warning can reach
+        # the model before it has finished, so on_loop applies at once.
         action = action_for(detection, plan.ladder, self._hit_count)
         detection = dataclasses.replace(
             detection, run_id=self.id, call_index=call.index, action=action
@@ -392,6 +401,25 @@ class RunState:
         if action == "ask" and self._bars and not observe:
             decision = self._under_bar(decision)
         return decision
+
+    def _told(self, call: Call, plan: Plan) -> Callable[[Hashable], int]:
+        """How often the model was told about a pattern before a loop of it detected now: the
+        warnings about it that reached the model (given in an earlier turn), or as many as it
+        takes when it was warned about anything a short while ago, in an earlier turn. A loop the
+        model was told about persists after the model was told."""
+        told = self._told_at
+        marked = self._turns_marked
+        turn = self._turn
+        if (told and call.index - told <= plan.settings.persist_window
+                and not (marked and self._told_turn == turn)):
+            return _TOLD
+        warned = self._warned
+
+        def times(key: Hashable) -> int:
+            count, last = warned.get(key, (0, 0))
+            return count - 1 if count and marked and last == turn else count
+
+        return times
 
     def _count_flag(self, decision: Decision) -> None:
         if not decision.detections:
@@ -413,6 +441,18 @@ class RunState:
         return hits
 
     def _note(self, decision: Decision) -> None:
+        if decision.action == "warn":
+            turn = self._turn
+            self._told_at, self._told_turn = decision.index, turn
+            warned = self._warned
+            for detection in decision.detections:
+                if detection.kind == "warning":
+                    key = pattern_key(detection)
+                    count, last = warned.pop(key, (0, 0))
+                    warned[key] = (count if last == turn and self._turns_marked else count + 1,
+                                   turn)
+                    if len(warned) > MAX_PATTERNS:
+                        del warned[next(iter(warned))]
         for detection in decision.detections:
             self._detections += 1
             by_layer = self._detections_by_layer
@@ -598,3 +638,10 @@ class RunState:
             self._cost += record.cost
             if self._cost >= self._warn_cost:
                 self._budget_reached()
+
+
+def _told_enough(_: Hashable) -> int:
+    return 1 << 30
+
+
+_TOLD: Final = _told_enough

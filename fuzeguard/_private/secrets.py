@@ -261,6 +261,25 @@ def scrub(text: str, values: Iterable[str] = ()) -> str:
     return _scrub_shapes(text)
 
 
+def scrub_leaves(value: Any, values: Iterable[str] = (), depth: int = 0) -> Any:
+    """``value`` with ``scrub`` applied to every string in it (in tuples, lists, sets and
+    mappings too): the same object when nothing in it changed."""
+    if type(value) is str:
+        return scrub(value, values)
+    if depth > 32 or not isinstance(value, (tuple, list, frozenset, set, Mapping)):
+        return value
+    if isinstance(value, Mapping):
+        pairs = [(scrub_leaves(k, values, depth + 1), scrub_leaves(v, values, depth + 1))
+                 for k, v in value.items()]
+        if all(k is a and v is b for (k, v), (a, b) in zip(pairs, value.items(), strict=True)):
+            return value
+        return dict(pairs)
+    scrubbed = [scrub_leaves(v, values, depth + 1) for v in value]
+    if all(a is b for a, b in zip(scrubbed, value, strict=True)):
+        return value
+    return type(value)(scrubbed)
+
+
 def _scrub_shapes(text: str) -> str:
     for pattern, replacement in _SHAPES:
         text = pattern.sub(replacement, text)

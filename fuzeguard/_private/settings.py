@@ -43,6 +43,20 @@ class Settings:
         "the same pattern (a pattern skipped twice at the last step that comes back is killed). "
         'kill_on_loop = true/false is shorthand for "kill"/"warn".',
     )
+    early_warnings: int = setting(
+        1, type="int", minimum=0, origin="fuzeguard (evidence grades the response)",
+        doc="How many times a loop pattern is answered by a warning that reaches the model "
+        "before on_loop applies: a pattern that persists after the model was told is a loop. "
+        "Evidence that leaves no doubt (the same call and outcome back to back past Fuze's "
+        "count, an identical write that already succeeded, sent again) takes on_loop at once. "
+        "0: on_loop at the first detection.",
+    )
+    persist_window: int = setting(
+        5, type="int", minimum=0, origin="fuzeguard (evidence grades the response)",
+        doc="A loop detected within this many calls after a warning reached the model (in a "
+        "later turn) persists after the model was told: on_loop applies without another "
+        "early warning. 0: only the same pattern detected again counts.",
+    )
     layers: tuple[str, ...] = setting(
         DEFAULT_LAYERS, type="strs", origin="fuzeguard",
         doc="Which layers run, by name.",

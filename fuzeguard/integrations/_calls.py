@@ -14,10 +14,12 @@ What every integration shows for a decision, so that the frameworks read alike:
 - the **notes the run keeps for the model** (``run.notes()``: ``warn_at`` budget warnings, the
   note given to ``resume()``) go the same way, with the next result of a call that ran in the
   run (``Outcome.notes``), each once;
-- a **kill** ends the agent with a final answer the application can show, ``final_answer``
-  (the model is not asked again), and keeps ``outcome.error()``, the ``LoopDetected`` whose
-  ``stats`` are those of the run that was killed, for callers who want the exception; a tool call
-  the agent still sends to a killed run is answered with ``stop_message``.
+- a **kill** ends the agent with a final answer the application can show: where the framework
+  allows one more model call and ``wrap_up`` is on, the model's own answer to
+  ``wrap_up_request`` (asked once, without tools), else ``final_answer`` (the canned text); it
+  keeps ``outcome.error()``, the ``LoopDetected`` whose ``stats`` are those of the run that was
+  killed, for callers who want the exception; a tool call the agent still sends to a killed run
+  is answered with ``stop_message``.
 
 Which run a call is judged in is ``_runs.py``'s: one run per agent invocation by default.
 """
@@ -30,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 from fuzeguard._private.exceptions import LoopDetected
 from fuzeguard._private.forksafe import new_lock
 from fuzeguard._private.guard import Guard, Pending, Skipped, guard
+from fuzeguard._private.log import emit
 from fuzeguard._private.records import Detection
 
 if TYPE_CHECKING:
@@ -148,12 +151,50 @@ def final_answer(detection: Detection) -> str:
     )
 
 
+def wrap_up_request(detection: Detection) -> str:
+    """What the model is asked, once and without tools, after a kill, for a final answer it
+    writes itself (``wrap_up``): the detection's message is the reason."""
+    return (
+        f"[fuzeguard] Your tool calls were stopped: {detection.message} No tool will run again. "
+        "Write your final answer now, without calling any tool, from what you found so far, and "
+        "say what you could not finish."
+    )
+
+
 def stop_message(detection: Detection) -> str:
     """What a tool call of a killed run is answered with, when the agent still makes one."""
     return (
         f"{detection.message} Tool calls in this session are stopped: no tool will run again. "
         "Stop calling tools and answer with what you have."
     )
+
+
+def guarded(fn: Any) -> bool:
+    """Whether ``fn`` is a function wrapped by ``guard()`` (its calls are judged there)."""
+    return isinstance(getattr(fn, "guard", None), Guard)
+
+
+class GuardedTwice:
+    """Says once per tool name that a tool whose function has ``@guard`` is judged by that guard
+    alone under the integration (``fuzeguard.guarded_twice``): each call counted once."""
+
+    def __init__(self, integration: str) -> None:
+        self.integration = integration
+        self._said: set[str] = set()
+        self._lock = new_lock()
+
+    def say(self, name: str) -> None:
+        if name in self._said:
+            return
+        with self._lock:
+            if len(self._said) >= MAX_TOOLS:
+                self._said.clear()
+            self._said.add(name)
+        emit("warning", "fuzeguard.guarded_twice", fn=name,
+             message=f"the tool {name!r} has @guard on its function and the agent has "
+             f"{self.integration}: each call is judged once, by the function's guard and its "
+             "options, and a kill still ends the agent with the integration's final answer. "
+             f"Remove @guard from the function to judge it with {self.integration}'s options")
 
 
 class ToolCalls:

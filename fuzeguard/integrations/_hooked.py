@@ -31,11 +31,13 @@ _MAX_IN_FLIGHT = 1024  # calls of one invocation whose end never came (cancelled
 class Invocation:
     """One invocation under way: its run, and its calls that went ahead and have not ended."""
 
-    __slots__ = ("_tokens", "in_flight", "owned", "run")
+    __slots__ = ("_tokens", "in_flight", "owned", "parent", "run")
 
-    def __init__(self, run: Run, owned: bool = False, enter: bool = True) -> None:
+    def __init__(self, run: Run, owned: bool = False, enter: bool = True,
+                 parent: Run | None = None) -> None:
         self.run = run
         self.owned = owned  # opened for this invocation: closed at its end
+        self.parent = parent  # the run of the invocation the framework said this one is inside
         self._tokens: tuple[Any, Any] | None = None
         self.in_flight: OrderedDict[Hashable, Outcome] = OrderedDict()
         if owned and enter:  # current in this context until its end
@@ -88,7 +90,7 @@ class Invocations:
             found = Invocation(mine)
         else:
             run = new_run(name) if parent is None else Run(name, store=None, parent=parent)
-            found = Invocation(run, owned=True, enter=enter)
+            found = Invocation(run, owned=True, enter=enter, parent=parent)
         with self._lock:
             self._open[key] = found
             while len(self._open) > MAX_OPEN:

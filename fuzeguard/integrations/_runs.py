@@ -35,7 +35,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from fuzeguard._private.forksafe import new_lock
-from fuzeguard._private.run import Run, _current, make_current, restore_current
+from fuzeguard._private.run import ImplicitRun, Run, _current, make_current, restore_current
 
 MAX_KEYED_RUNS = 1024  # runs kept by KeyedRuns for the most recently used keys
 
@@ -215,6 +215,16 @@ class KeyedRuns:
             else:
                 self._runs.move_to_end(key)
             return run
+
+    def restart(self, key: Hashable) -> None:
+        """After a kill of the run of ``key``, a key that may stand for several users (a
+        connection a proxy shares): its next run refuses the call that was killed (the same
+        function with the same arguments) and judges every other call afresh (``ImplicitRun``)."""
+        with self._lock:
+            run = self._runs.get(key)
+            if run is not None and run.killed is not None:
+                self._runs[key] = ImplicitRun(run, name=self.name)
+                run.close()
 
     def run_for(self, key: Hashable) -> Any:
         """A context manager making the run of ``key`` current inside (leaving does not close it;

@@ -9,10 +9,13 @@ your own middleware to that list as you like; the tools are not touched):
 - function middleware: judges each tool call before it runs. A skip answers the call with the
   detection's message (the tool does not run); a warn lets it run and adds a text note to its
   result, for the model; a kill answers it with the stop message;
-- chat middleware: the model call after a kill is answered with a final assistant message (the
-  model is not asked again), so ``agent.run`` returns a response whose text says why the agent
-  stopped. With ``exit_behavior="error"`` that model call raises ``LoopDetected`` out of
-  ``agent.run`` instead.
+- chat middleware: the model call after a kill is answered with a final assistant message, so
+  ``agent.run`` returns a response with a final answer: the model's own, that call made once
+  with no tool and a request for a final answer with the detection's message as the reason
+  (``wrap_up=True``, the default, within ``wrap_up_timeout`` seconds; not for a streaming run),
+  else the canned one saying why the agent stopped (``wrap_up=False``, or when the model fails,
+  is late, answers nothing or asks for a tool again). With ``exit_behavior="error"`` that model
+  call raises ``LoopDetected`` out of ``agent.run`` instead.
 
 Each model call ends a turn of a run the invocation opened (the ladder steps once per turn). A
 streaming run (``agent.run(..., stream=True)``, as ``agent.as_tool()`` makes) keeps its run current
@@ -45,9 +48,11 @@ from fuzeguard.integrations._calls import (
     ToolCalls,
     final_answer,
     stop_message,
+    wrap_up_request,
 )
 from fuzeguard.integrations._calls import exit_behavior as exit_behavior_of
 from fuzeguard.integrations._runs import _opened, invocation, invocation_run, new_run, user_run
+from fuzeguard.integrations._wrap_up import DEFAULT_TIMEOUT, WrapUp, answer
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -62,16 +67,19 @@ class LoopGuard:
     function and chat middleware, all three needed) to the agent.
 
     Options are those of ``guard()`` (``on_loop``, thresholds, ``on_detect``...), applied to each
-    tool by its name (``[functions.NAME]`` in fuze.toml applies too), plus ``exit_behavior``.
-    Don't also ``guard()`` the tools' functions: each call would count twice. (The framework's
-    ``MiddlewareBundle`` would keep the three together, but it is experimental.)
+    tool by its name (``[functions.NAME]`` in fuze.toml applies too), plus ``exit_behavior``,
+    ``wrap_up`` and ``wrap_up_timeout``. Don't also ``guard()`` the tools' functions: each call
+    would count twice. (The framework's ``MiddlewareBundle`` would keep the three together, but
+    it is experimental.)
     """
 
-    def __init__(self, *, exit_behavior: ExitBehavior = "end", **options: Unpack[ToolOptions]) -> None:
+    def __init__(self, *, exit_behavior: ExitBehavior = "end", wrap_up: bool = True,
+                 wrap_up_timeout: float = DEFAULT_TIMEOUT, **options: Unpack[ToolOptions]) -> None:
         self.exit_behavior = exit_behavior_of(exit_behavior)
         self.calls = ToolCalls(**options)
         self.middleware: list[AgentMiddleware | FunctionMiddleware | ChatMiddleware] = [
-            _Runs(), _Tools(self.calls), _Ending(self.exit_behavior)
+            _Runs(), _Tools(self.calls),
+            _Ending(self.exit_behavior, WrapUp(wrap_up, wrap_up_timeout)),
         ]
 
 
@@ -137,8 +145,9 @@ class _Tools(FunctionMiddleware):
 class _Ending(ChatMiddleware):
     """Ends a killed invocation at its next model call; each model call is a new turn."""
 
-    def __init__(self, exit_behavior: str) -> None:
+    def __init__(self, exit_behavior: str, wrap_up: WrapUp) -> None:
         self.exit_behavior = exit_behavior
+        self.wrap_up = wrap_up
 
     async def process(self, context: ChatContext, call_next: Next) -> None:
         run = current_run()
@@ -151,11 +160,29 @@ class _Ending(ChatMiddleware):
         if self.exit_behavior == "error":
             raise LoopDetected(detection, run.stats())
         text = final_answer(detection)
+        if not context.stream and self.wrap_up.wanted(detection):
+            written = await self.wrap_up.aask(detection, lambda: _ask(context, detection, call_next))
+            text = answer(detection, written)
         if context.stream:
             update = ChatResponseUpdate(role="assistant", contents=[Content.from_text(text)])
             context.result = ResponseStream(_once(update), finalizer=ChatResponse.from_updates)
         else:
             context.result = ChatResponse(messages=[Message(role="assistant", contents=[text])])
+
+
+async def _ask(context: ChatContext, detection: Any, call_next: Next) -> str | None:
+    """The model call, made once with no tool: the conversation and the request for a final
+    answer. The model's text, or None if it asked for a tool again."""
+    context.messages = [*context.messages, Message(role="user",
+                                                   contents=[wrap_up_request(detection)])]
+    context.options = {key: value for key, value in (context.options or {}).items()
+                       if key not in ("tools", "tool_choice")}
+    await call_next()
+    result = context.result
+    messages = getattr(result, "messages", None) or []
+    if any(c.type == "function_call" for m in messages for c in m.contents):
+        return None
+    return getattr(result, "text", None)
 
 
 async def _once(update: ChatResponseUpdate) -> AsyncIterator[ChatResponseUpdate]:

@@ -14,7 +14,8 @@ run), and the tool calls of a subagent are judged in a child run of the prompt's
 - a kill denies the call with the stop message and stops the session (``continue: false``, with
   the final answer as ``stopReason`` and ``systemMessage``). ``final_answer(session_id)`` is that
   answer, for the application to show, and ``killed(session_id)`` the ``LoopDetected`` (the
-  detection, and the stats of the run it killed).
+  detection, and the stats of the run it killed), until the session's next prompt. A background
+  subagent of an earlier prompt that loops has its calls refused; the prompt under way goes on.
 
 Every ``PreToolUse`` hook input (the tool's name and arguments) is judged, whatever the tool:
 Claude Code's built-in tools, MCP tools and SDK tools alike. Claude Code has no hook per model
@@ -82,11 +83,13 @@ class LoopGuard:
         return dataclasses.replace(options, hooks=hooks)
 
     def killed(self, session_id: str) -> LoopDetected | None:
-        """The ``LoopDetected`` of the session's last prompt that a kill ended, or None."""
+        """The ``LoopDetected`` of the session's prompt under way (or last prompt) if a kill
+        ended it, else None: a new prompt of the session clears it."""
         return self._killed.get(session_id)
 
     def final_answer(self, session_id: str) -> str | None:
-        """The final answer of the session's last prompt that a kill ended, or None."""
+        """The final answer of the session's prompt under way (or last prompt) if a kill ended
+        it, else None (show the query's own result then)."""
         error = self._killed.get(session_id)
         return None if error is None else final_answer(error.detection)
 
@@ -111,6 +114,8 @@ class LoopGuard:
     async def _prompt(self, data: Any, tool_use_id: str | None, context: HookContext) -> Any:
         session = data.get("session_id", "")
         self._invocations.end(session)  # a prompt still open ended without its Stop hook
+        with self._lock:  # a new prompt: the answer of the last one that a kill ended is over
+            self._killed.pop(session, None)
         self._invocations.start(session, "claude", enter=False)
         return {}
 
@@ -133,8 +138,13 @@ class LoopGuard:
             return _deny(value if isinstance(value, str) else str(value))
         if outcome.killed is None:
             return {}
-        error = outcome.error()
         session = data.get("session_id", "")
+        main = self._invocations.find(session)
+        if invocation is not main and main is not None and invocation.parent is not main.run:
+            # A background subagent of an earlier prompt: its calls are refused from now on,
+            # and the prompt under way, which did not loop, goes on.
+            return _deny(stop_message(outcome.killed))
+        error = outcome.error()
         with self._lock:
             self._killed[session] = error
             self._killed.move_to_end(session)

@@ -4,12 +4,17 @@ CrewAI answers a repeated identical tool call from its tool cache, so a guarded 
 sees the repeats. ``before_tool_call`` runs before that cache: ``LoopGuard(...).register()`` adds
 hooks that judge every tool call, cached or not (the tools are not touched). A skip blocks the call
 and ``after_tool_call`` replaces CrewAI's "blocked" text with the detection's message, which the
-model reads; a warned result carries a short note. A kill blocks the call, answers it with the
-stop message, and a ``before_llm_call`` hook then blocks every further LLM call of the killed run,
-so the crew's agent gets no further turn: CrewAI raises ``LLMCallBlockedError`` out of
-``crew.kickoff()``. ``guard.kickoff(crew, ...)`` / ``await guard.kickoff_async(crew, ...)`` run a
-kickoff and return a ``CrewOutput`` whose ``raw`` is the final answer instead
-(``exit_behavior="error"``: they raise the kill's ``LoopDetected``).
+model reads; a warned result carries a short note. A kill blocks the call and answers it with the
+stop message; the agent's next LLM call is then its last: the ``before_llm_call`` hook adds the
+request for a final answer (``wrap_up_request``, the detection's message as the reason), and the
+``after_llm_call`` hook makes the reply the task's final answer: the model's own words
+(``wrap_up=True``, the default) unless it asked for a tool again, else the canned
+``final_answer`` (CrewAI gives hooks no way to answer a model call themselves, so with
+``wrap_up=False`` the call is still made and its reply replaced). No tool runs after the kill,
+and a further LLM call of that agent is blocked. So ``crew.kickoff()`` returns a ``CrewOutput``
+whose ``raw`` is that answer; ``exit_behavior="error"`` raises the kill's ``LoopDetected`` out of
+``kickoff()`` instead. ``guard.kickoff(crew, ...)`` / ``await guard.kickoff_async(crew, ...)``
+run a kickoff in a run of their own and end the same way.
 
 Each kickoff is a run of its own: the one ``guard.kickoff`` opens, else one kept for the crew
 (started afresh at each of its kickoffs); a ``fuzeguard.run()`` current at the kickoff wins.
@@ -26,13 +31,16 @@ from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
 from crewai.hooks import (
+    register_after_llm_call_hook,
     register_after_tool_call_hook,
     register_before_llm_call_hook,
     register_before_tool_call_hook,
+    unregister_after_llm_call_hook,
     unregister_after_tool_call_hook,
     unregister_before_llm_call_hook,
     unregister_before_tool_call_hook,
 )
+from crewai.hooks.dispatch import HookAborted
 
 from fuzeguard._private.exceptions import LoopDetected
 from fuzeguard._private.forksafe import new_lock
@@ -44,9 +52,11 @@ from fuzeguard.integrations._calls import (
     final_answer,
     stop_message,
     with_notes,
+    wrap_up_request,
 )
 from fuzeguard.integrations._calls import exit_behavior as exit_behavior_of
 from fuzeguard.integrations._runs import InvocationRuns, invocation, open_run, user_run, within
+from fuzeguard.integrations._wrap_up import WrapUp
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -62,12 +72,14 @@ _claims_lock = new_lock()
 
 class LoopGuard:
     """Guard every CrewAI tool call against loops. Options are those of ``guard()`` (``on_loop``,
-    thresholds, ``on_detect``...), applied to each tool by its name, plus ``exit_behavior`` (of
-    ``kickoff``). Don't also ``guard()`` the tools' functions: each call would count twice (and
-    CrewAI's cache hides repeats from them)."""
+    thresholds, ``on_detect``...), applied to each tool by its name, plus ``exit_behavior`` and
+    ``wrap_up`` (how a kill ends the agent, see the module docstring). Don't also ``guard()`` the
+    tools' functions: each call would count twice (and CrewAI's cache hides repeats from them)."""
 
-    def __init__(self, *, exit_behavior: ExitBehavior = "end", **options: Unpack[ToolOptions]) -> None:
+    def __init__(self, *, exit_behavior: ExitBehavior = "end", wrap_up: bool = True,
+                 **options: Unpack[ToolOptions]) -> None:
         self.exit_behavior = exit_behavior_of(exit_behavior)
+        self.wrap_up = WrapUp(wrap_up)  # CrewAI makes the call: its own timeout holds
         self.calls = ToolCalls(**options)
         self.runs = InvocationRuns()
 
@@ -76,12 +88,14 @@ class LoopGuard:
         register_before_tool_call_hook(self.before_tool_call)
         register_after_tool_call_hook(self.after_tool_call)
         register_before_llm_call_hook(self.before_llm_call)
+        register_after_llm_call_hook(self.after_llm_call)
         return self
 
     def unregister(self) -> None:
         unregister_before_tool_call_hook(self.before_tool_call)
         unregister_after_tool_call_hook(self.after_tool_call)
         unregister_before_llm_call_hook(self.before_llm_call)
+        unregister_after_llm_call_hook(self.after_llm_call)
 
     # ------------------------------------------------------------------ one run per kickoff
 
@@ -190,8 +204,48 @@ class LoopGuard:
         run = self._run_of(context, create=False)
         if run is None:
             return None
-        if run.killed is not None:
-            return False
-        if user_run() is None:
-            run.end_turn()  # a model turn of a run the guard keeps: the ladder steps once per turn
+        detection = run.killed
+        if detection is None:
+            if user_run() is None:
+                run.end_turn()  # a model turn of a run the guard keeps: the ladder steps per turn
+            return None
+        if self.exit_behavior == "error":
+            raise _Killed(detection, run.stats(), run)  # HookAborted: CrewAI lets it through
+        request = wrap_up_request(detection)
+        messages = context.messages
+        if messages and _text(messages[-1]) == request:
+            return None  # asked for already in this call (another registered guard)
+        if any(_text(m) == request for m in messages):
+            return False  # the agent's last call after the kill was made: no further one
+        messages.append({"role": "user", "content": request})
         return None
+
+    def after_llm_call(self, context: Any) -> str | None:
+        """The reply to the request for a final answer becomes the task's final answer."""
+        messages = context.messages
+        run = self._run_of(context, create=False) if messages else None
+        detection = None if run is None else run.killed
+        if detection is None or _text(messages[-1]) != wrap_up_request(detection):
+            return None
+        reply = context.response if isinstance(context.response, str) else ""
+        asked_for_tool = "Action:" in reply and "Final Answer:" not in reply
+        if self.wrap_up.wanted(detection) and reply.strip() and not asked_for_tool:
+            answer = reply.split("Final Answer:", 1)[-1].strip()
+        else:
+            answer = final_answer(detection)
+        native = getattr(getattr(context.executor, "state", None), "use_native_tools", False)
+        return answer if native is True else f"Thought: I must stop here.\nFinal Answer: {answer}"
+
+
+class _Killed(HookAborted, LoopDetected):  # type: ignore[misc]  # HookAborted is Any here
+    """The kill's ``LoopDetected`` raised from a CrewAI hook (``exit_behavior="error"``): CrewAI
+    swallows any other exception a hook raises, and lets a ``HookAborted`` through."""
+
+    def __init__(self, detection: Any, stats: Any, run: Run) -> None:
+        LoopDetected.__init__(self, detection, stats, run)
+        self.reason = detection.message
+        self.source = None
+
+
+def _text(message: Any) -> Any:
+    return message.get("content") if isinstance(message, dict) else None

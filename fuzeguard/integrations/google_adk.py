@@ -9,9 +9,13 @@ agent called through ``AgentTool`` gets a child run.
 
 - a skip answers the call with ``{"result": message}``: the tool does not run, the model reads it;
 - a warn lets the call run and adds ``{"loop_warning": message}`` to its result, for the model;
-- a kill answers the call with ``{"error": stop message}``, and the next model call of the
-  invocation is answered by the plugin with a final text (the model is not asked again), so
-  ``run_async`` ends with a final response event the application can show; ``killed(session_id)``
+- a kill answers the call with ``{"error": stop message}``, and ``run_async`` ends with a final
+  response event the application can show: with ``wrap_up=True`` (the default) the next model
+  call is made with no tool declared and a request for a final answer, with the detection's
+  message as the reason, last (ADK makes that call, so the model's own timeout bounds it), and
+  the model's text is that event; a tool it still asks for is answered with the stop message, and
+  the model call after it, as every model call with ``wrap_up=False``, is answered by the plugin
+  with the canned final text (the model is not asked); ``killed(session_id)``
   is the ``LoopDetected`` of the session's last killed invocation (ADK wraps an exception raised
   in a plugin in a ``RuntimeError``, so the plugin does not raise it).
 
@@ -35,8 +39,15 @@ from google.genai import types
 
 from fuzeguard._private.exceptions import LoopDetected
 from fuzeguard._private.forksafe import new_lock
-from fuzeguard.integrations._calls import ToolCalls, final_answer, stop_message, warning_note
+from fuzeguard.integrations._calls import (
+    ToolCalls,
+    final_answer,
+    stop_message,
+    warning_note,
+    wrap_up_request,
+)
 from fuzeguard.integrations._hooked import Invocations
+from fuzeguard.integrations._wrap_up import WrapUp
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -50,15 +61,18 @@ class LoopGuardPlugin(BasePlugin):
     """Guard every tool call of an ADK runner against loops.
 
     Options are those of ``guard()`` (``on_loop``, thresholds, ``on_detect``...), applied to each
-    tool by its name (``[functions.NAME]`` in fuze.toml applies too). Don't also ``guard()`` the
-    tools' functions: each call would count twice.
+    tool by its name (``[functions.NAME]`` in fuze.toml applies too), plus ``wrap_up`` (see the
+    module docstring). Don't also ``guard()`` the tools' functions: each call would count twice.
     """
 
-    def __init__(self, *, name: str = "fuzeguard", **options: Unpack[ToolOptions]) -> None:
+    def __init__(self, *, name: str = "fuzeguard", wrap_up: bool = True,
+                 **options: Unpack[ToolOptions]) -> None:
         super().__init__(name)
+        self.wrap_up = WrapUp(wrap_up)  # ADK makes the call: the model's timeout holds
         self.calls = ToolCalls(**options)
         self._invocations = Invocations()
         self._killed: OrderedDict[str, LoopDetected] = OrderedDict()
+        self._wrapped: OrderedDict[str, None] = OrderedDict()  # invocations asked for an answer
         self._lock = new_lock()
 
     def killed(self, session_id: str) -> LoopDetected | None:
@@ -128,6 +142,17 @@ class LoopGuardPlugin(BasePlugin):
 
     # ------------------------------------------------------------------ ending the invocation
 
+    def _wrapping(self, invocation_id: str) -> bool:
+        """Whether the invocation's model call after the kill is its first (asked for a final
+        answer): True once per invocation."""
+        with self._lock:
+            if invocation_id in self._wrapped:
+                return False
+            self._wrapped[invocation_id] = None
+            while len(self._wrapped) > _MAX_KILLED:
+                self._wrapped.popitem(last=False)
+        return True
+
     async def before_model_callback(
         self, *, callback_context: CallbackContext, llm_request: LlmRequest
     ) -> LlmResponse | None:
@@ -143,6 +168,16 @@ class LoopGuardPlugin(BasePlugin):
             self._killed[callback_context.session.id] = LoopDetected(detection, run.stats())
             while len(self._killed) > _MAX_KILLED:
                 self._killed.popitem(last=False)
+        if self.wrap_up.wanted(detection) and self._wrapping(callback_context.invocation_id):
+            # ADK makes this call with no tool declared and the request for a final answer
+            # last; a tool the model still asks for is answered with the stop message, and the
+            # call after it with the canned final answer.
+            asked = types.Part(text=wrap_up_request(detection))
+            llm_request.contents.append(types.Content(role="user", parts=[asked]))
+            if llm_request.config is not None:
+                llm_request.config.tools = None
+                llm_request.config.tool_config = None
+            return None
         return LlmResponse(
             content=types.Content(role="model", parts=[types.Part(text=final_answer(detection))]),
             turn_complete=True,

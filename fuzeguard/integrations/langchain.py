@@ -4,13 +4,21 @@ It guards every tool call of the agent without touching the tools (``wrap_tool_c
 ``awrap_tool_call``): a skip is answered with a ``ToolMessage`` carrying the detection's message;
 a kill is answered with a ``ToolMessage`` (``status="error"``) and then, as with the built-in
 ``ToolCallLimitMiddleware``, ``exit_behavior`` decides: ``"end"`` (default) ends the agent with a
-final ``AIMessage`` saying why (the model is not asked again), ``"error"`` raises
+final ``AIMessage``: the model's own final answer, asked once without tools with the detection's
+message as the reason (``wrap_up=True``, the default, within ``wrap_up_timeout`` seconds), or the
+canned answer saying why (``wrap_up=False``, or when the model fails, is late or asks for a tool
+again; no tool runs after the kill), ``"error"`` raises
 ``LoopDetected`` from ``invoke``, ``"continue"`` lets the model go on (every later call is
 refused: a kill is sticky). Every refused call is answered, so no tool call is left unanswered in
 the history; with ``"error"`` the exception is raised from the next model step, outside any tool
 middleware (an outer ``ToolErrorMiddleware`` or ``ToolRetryMiddleware`` cannot catch it). A warned
 call's ``ToolMessage`` carries a short note for the model, and so does the next ``ToolMessage``
 after the run gathered notes for it (``run.notes()``: budget warnings, a resume's note).
+
+Each model call is recorded too (``_model_calls``, in a run of its own beside the invocation's):
+a model that keeps asking for a tool that does not exist or with arguments the tool does not take
+(``invalid_tool_calls``), or that reaches ``max_model_calls`` (off by default), is ended like a
+kill, instead of its response.
 
 Each ``invoke`` / ``ainvoke`` of the agent is a run of its own (``before_agent`` opens it, its id
 rides in the agent's state, ``after_agent`` closes it); a ``fuzeguard.run()`` current at the
@@ -31,21 +39,27 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from langchain.agents.middleware import AgentMiddleware, AgentState
 from langchain.agents.middleware.types import PrivateStateAttr
-from langchain_core.messages import AIMessage, ToolMessage
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from typing_extensions import NotRequired
 
 from fuzeguard._private.exceptions import LoopDetected
 from fuzeguard._private.forksafe import new_lock
+from fuzeguard._private.records import Detection
 from fuzeguard._private.run import Run, current_run
 from fuzeguard.integrations._calls import (
+    GuardedTwice,
     Outcome,
     ToolCalls,
     final_answer,
+    guarded,
+    wrap_up_request,
 )
 from fuzeguard.integrations._calls import (
     exit_behavior as exit_behavior_of,
 )
+from fuzeguard.integrations._model_calls import ModelCalls
 from fuzeguard.integrations._runs import MAX_KEYED_RUNS, new_run, user_run, within
+from fuzeguard.integrations._wrap_up import DEFAULT_TIMEOUT, WrapUp, answer
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -70,14 +84,22 @@ class LoopGuardMiddleware(AgentMiddleware):
     ``create_agent(model, tools, middleware=[LoopGuardMiddleware(on_loop=["warn", "skip",
     "kill"])])``. Options are those of ``guard()`` (``on_loop``, thresholds, ``on_detect``...),
     applied to each tool by its name (``[functions.NAME]`` in fuze.toml applies too), plus
-    ``exit_behavior``. Don't also ``guard()`` the tool functions: each call would count twice.
+    ``exit_behavior``, ``wrap_up``, ``wrap_up_timeout`` and ``max_model_calls`` (see the module
+    docstring). A tool
+    whose function has ``@guard`` is judged by that guard alone (each call counted once; logged
+    as ``fuzeguard.guarded_twice``), and its kill ends the agent here.
     """
 
-    def __init__(self, *, exit_behavior: ExitBehavior = "end", **options: Unpack[ToolOptions]) -> None:
+    def __init__(self, *, exit_behavior: ExitBehavior = "end", wrap_up: bool = True,
+                 wrap_up_timeout: float = DEFAULT_TIMEOUT, max_model_calls: int | None = None,
+                 **options: Unpack[ToolOptions]) -> None:
         super().__init__()
         self.exit_behavior = exit_behavior_of(exit_behavior, ("end", "error", "continue"))
+        self.wrap_up = WrapUp(wrap_up, wrap_up_timeout)
+        self.model_calls = ModelCalls(max_model_calls)
         self.calls = ToolCalls(**options)
         self._runs: OrderedDict[str, Run] = OrderedDict()  # the invocations under way, by id
+        self._guarded_twice = GuardedTwice("LoopGuardMiddleware")
         self._lock = new_lock()
 
     state_schema = GuardState
@@ -100,10 +122,11 @@ class LoopGuardMiddleware(AgentMiddleware):
         return self.before_agent(state, runtime)
 
     def after_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
-        """Close the invocation's run."""
+        """Close the invocation's run, and the run of its model calls."""
         key = state.get(_KEY)
         with self._lock:
             run = self._runs.pop(key, None) if key else None
+        self.model_calls.close(run if run is not None else current_run())
         if run is not None:
             run.close()
         return None
@@ -124,6 +147,11 @@ class LoopGuardMiddleware(AgentMiddleware):
     def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
         call = request.tool_call
         with self._inside(request.state):
+            if _guarded(request.tool):  # judged once, by the function's own guard
+                try:
+                    return handler(request)
+                except LoopDetected as exc:
+                    return self._answer(call, Outcome(killed=exc))
             outcome, result = self.calls.call(
                 call["name"], call.get("args"), lambda: handler(request), shown=_shown
             )
@@ -134,6 +162,11 @@ class LoopGuardMiddleware(AgentMiddleware):
     ) -> Any:
         call = request.tool_call
         with self._inside(request.state):
+            if _guarded(request.tool):  # judged once, by the function's own guard
+                try:
+                    return await handler(request)
+                except LoopDetected as exc:
+                    return self._answer(call, Outcome(killed=exc))
             outcome, result = await self.calls.acall(
                 call["name"], call.get("args"), lambda: handler(request), shown=_shown
             )
@@ -161,12 +194,74 @@ class LoopGuardMiddleware(AgentMiddleware):
     # ------------------------------------------------------------------ ending the agent
 
     def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
-        final = self._final_if_killed(request.messages, request.state)
-        return final if final is not None else handler(request)
+        self._warn_guarded(request.tools)
+        ended = self._kill_before(request.messages, request.state) or self._over_limit(request)
+        if ended is None:
+            response = handler(request)
+            ended = self._judged(request, response)
+            if ended is None:
+                return response
+        if isinstance(ended, AIMessage):
+            return ended
+        if not self.wrap_up.wanted(ended):
+            return AIMessage(final_message(ended))
+        reply = self.wrap_up.ask(ended, lambda: handler(_asking(request, ended)))
+        return AIMessage(answer(ended, _written(reply)))
 
     async def awrap_model_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
-        final = self._final_if_killed(request.messages, request.state)
-        return final if final is not None else await handler(request)
+        self._warn_guarded(request.tools)
+        ended = self._kill_before(request.messages, request.state) or self._over_limit(request)
+        if ended is None:
+            response = await handler(request)
+            ended = self._judged(request, response)
+            if ended is None:
+                return response
+        if isinstance(ended, AIMessage):
+            return ended
+        if not self.wrap_up.wanted(ended):
+            return AIMessage(final_message(ended))
+        reply = await self.wrap_up.aask(ended, lambda: handler(_asking(request, ended)))
+        return AIMessage(answer(ended, _written(reply)))
+
+    def _judged(self, request: Any, response: Any) -> Detection | None:
+        """Record the model call (``_model_calls``): the detection that ends the agent instead of
+        the response, or None (``exit_behavior="error"``: raised; ``"continue"``: never)."""
+        message = _last_ai(response)
+        if message is None:
+            return None
+        offered = {_tool_name(tool) for tool in request.tools or ()}
+        calls = [(c["name"], c.get("args")) for c in message.tool_calls]
+        bad = [(c.get("name") or "?", c.get("args")) for c in message.invalid_tool_calls]
+        usage = message.usage_metadata
+        run = self._run_of(request.state) or current_run()
+        detection = self.model_calls.record(
+            run, calls + bad, None if calls or bad else message.text,
+            rejected=bool(bad) or any(name not in offered for name, _ in calls),
+            final=not calls and not bad, tokens=usage.get("total_tokens") if usage else None,
+        )
+        return self._ending(run, detection)
+
+    def _over_limit(self, request: Any) -> Detection | None:
+        """Before the model call: ``max_model_calls`` reached ends the agent instead."""
+        run = self._run_of(request.state) or current_run()
+        return self._ending(run, self.model_calls.over_limit(run))
+
+    def _ending(self, run: Run, detection: Detection | None) -> Detection | None:
+        """A model-call detection as ``exit_behavior`` takes it: returned (the agent ends),
+        raised, or dropped (``"continue"``)."""
+        if detection is None or self.exit_behavior == "continue":
+            return None
+        if self.exit_behavior == "error":
+            raise LoopDetected(detection, self.model_calls.run_of(run).stats())
+        return detection
+
+    def _warn_guarded(self, tools: Any) -> None:
+        """Say once per tool, at the first model call that offers it (before it can run), that
+        a tool whose function has ``@guard`` is judged by that guard, not by the middleware."""
+        for tool in tools or ():
+            name = getattr(tool, "name", None)
+            if name is not None and _guarded(tool):
+                self._guarded_twice.say(name)
 
     def _new_turn(self, state: Any) -> None:
         """A model call starts a turn of the invocation's run: the ladder steps once per turn
@@ -175,10 +270,11 @@ class LoopGuardMiddleware(AgentMiddleware):
         if run is not None:
             run.end_turn()
 
-    def _final_if_killed(self, messages: list[Any], state: Any) -> AIMessage | None:
-        """After a tool step in which a call was killed, answer the model call with a final
-        ``AIMessage`` (no tool calls: the agent ends there) instead of asking the model again,
-        or raise the kill's ``LoopDetected`` (``exit_behavior="error"``).
+    def _kill_before(self, messages: list[Any], state: Any) -> Detection | AIMessage | None:
+        """After a tool step in which a call was killed: the kill's detection (the model call is
+        then answered with a final ``AIMessage`` with no tool calls, so the agent ends there:
+        the model's own final answer, asked without tools, or the canned one), or raise the
+        kill's ``LoopDetected`` (``exit_behavior="error"``). None when no call was killed.
 
         Done inside the model step rather than in a ``before_model`` hook with
         ``jump_to="end"``: a hook is one more graph step per turn, and under LangChain's
@@ -194,13 +290,48 @@ class LoopGuardMiddleware(AgentMiddleware):
             if isinstance(artifact, dict) and artifact.get(_MARK) == "kill":
                 run = self._run_of(state) or current_run()
                 detection = run.killed
-                if self.exit_behavior == "error" and detection is not None:
+                if detection is None:
+                    return AIMessage(f"Stopped: the agent was looping. {message.content}")
+                if self.exit_behavior == "error":
                     raise LoopDetected(detection, run.stats())
-                text = final_message(detection) if detection is not None else (
-                    f"Stopped: the agent was looping. {message.content}"
-                )
-                return AIMessage(text)
+                return detection
         return None
+
+
+def _last_ai(response: Any) -> AIMessage | None:
+    """The model's message in a model call's response (a ``ModelResponse`` or the message)."""
+    messages = getattr(response, "result", None) or [response]
+    found = [m for m in messages if isinstance(m, AIMessage)]
+    return found[-1] if found else None
+
+
+def _tool_name(tool: Any) -> Any:
+    if isinstance(tool, dict):
+        return tool.get("name") or (tool.get("function") or {}).get("name")
+    return getattr(tool, "name", None)
+
+
+def _asking(request: Any, detection: Detection) -> Any:
+    """The model request for the final answer: the conversation so far and the request, with no
+    tool and no structured output to call."""
+    asked = HumanMessage(wrap_up_request(detection))
+    return request.override(messages=[*request.messages, asked], tools=[], tool_choice=None,
+                            response_format=None)
+
+
+def _written(reply: Any) -> str | None:
+    """The text of the model's reply to the request for a final answer (None if it asked for
+    a tool again)."""
+    messages = getattr(reply, "result", None) or [reply]
+    last = messages[-1] if messages else None
+    if not isinstance(last, AIMessage) or last.tool_calls:
+        return None
+    return last.text
+
+
+def _guarded(tool: Any) -> bool:
+    """Whether a LangChain tool runs a function that has ``@guard`` (sync or async)."""
+    return any(guarded(getattr(tool, attr, None)) for attr in ("func", "coroutine"))
 
 
 def _noted(result: Any, outcome: Outcome) -> Any:

@@ -24,7 +24,18 @@ without sessions, and stateless HTTP has none; logged once as ``fuzeguard.mcp_se
 advising a header or a ``session_key``; mcp 1.x's client opens a connection per request under
 ``stateless_http=True``, so there a header or a ``session_key`` is needed), else the connection's
 session object (stdio, mcp 1.x sessions), and only when none of these exists the process (logged once as
-``fuzeguard.mcp_session_per_process``).
+``fuzeguard.mcp_session_per_process``). A connection is a guess: a reverse proxy that pools
+connections sends many clients over one. So in a run keyed by a connection a kill refuses only
+what looped (that function with those arguments, for ``ImplicitRun.STUCK_TTL``), and the
+connection's other calls are judged afresh: one client's loop never locks another out.
+
+A session or conversation header is asserted by the client: a client that sends another's
+``x-conversation-id`` joins that conversation's run (it can use up its budgets or be refused by
+its kill, and read nothing of it). Where the server authenticates its clients, pass a
+``session_key`` that includes the authenticated principal.
+
+``LoopGuardMiddleware`` books only calls to tools the server has (as its own ``tools/list``
+answers): a call to a made-up name goes straight to the SDK, which answers "Unknown tool".
 
 Install with ``pip install 'fuzeguard[mcp]'``.
 """
@@ -36,6 +47,7 @@ import functools
 import importlib
 import inspect
 import json
+import time
 import weakref
 from collections.abc import Awaitable, Callable, Hashable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, overload
@@ -45,6 +57,7 @@ from fuzeguard._private.forksafe import new_lock
 from fuzeguard._private.guard import Guard, Pending, Skipped, guard
 from fuzeguard._private.log import emit
 from fuzeguard._private.run import Run, make_current, restore_current
+from fuzeguard._private.secrets import exception_text
 from fuzeguard.integrations._calls import Outcome, ToolCalls, stop_message, with_notes
 from fuzeguard.integrations._runs import KeyedRuns
 
@@ -80,8 +93,9 @@ def default_session_key(ctx: Any) -> Hashable:
         _warn_once("fuzeguard.mcp_session_by_connection",
                    "the client sent no session or conversation header, so its tool calls are "
                    "judged per HTTP connection (its address and port): a client that reconnects "
-                   "starts afresh. Send an x-conversation-id header from the client, or pass "
-                   "session_key= to name the conversation")
+                   "starts afresh, and clients a proxy sends over one connection share it (a "
+                   "kill there refuses only the call that looped). Send an x-conversation-id "
+                   "header from the client, or pass session_key= to name the conversation")
         return ("connection", getattr(client, "host", None), getattr(client, "port", None))
     if request is None:
         session = getattr(ctx, "session", None)
@@ -123,6 +137,7 @@ class LoopGuardMiddleware:
         self.calls = ToolCalls(**options)
         self.session_key = session_key or default_session_key
         self._runs = KeyedRuns("mcp-session", limit=MAX_SESSIONS)  # never shared via a store
+        self._tools = _ServerTools()
 
     def run_for(self, key: Hashable) -> Run:
         """The run of one client session (opened on its first call)."""
@@ -135,7 +150,11 @@ class LoopGuardMiddleware:
         name, arguments = params.get("name"), params.get("arguments")
         if not isinstance(name, str) or not (arguments is None or isinstance(arguments, Mapping)):
             return await call_next(ctx)  # the SDK reports malformed params itself
-        token = make_current(self.run_for(self.session_key(ctx)))
+        key = self.session_key(ctx)
+        run = self.run_for(key)
+        if not await self._tools.has(name, ctx, call_next):
+            return await call_next(ctx)  # the SDK answers "Unknown tool": nothing to book
+        token = make_current(run)
         try:
             outcome, result = await self.calls.acall(name, arguments, lambda: call_next(ctx),
                                                      shown=_shown)
@@ -146,7 +165,71 @@ class LoopGuardMiddleware:
         if outcome.skipped is not None:
             return _skip_result(outcome.skipped.value)
         assert outcome.killed is not None
+        if _guessed(key):
+            self._runs.restart(key)
         return _result(stop_message(outcome.killed), error=True)
+
+
+def _guessed(key: Hashable) -> bool:
+    """Whether a session key is a guess that may stand for several clients: an HTTP connection,
+    which a reverse proxy that pools connections shares between its clients."""
+    return isinstance(key, tuple) and bool(key) and key[0] == "connection"
+
+
+class _ServerTools:
+    """The names of the server's tools, as its own ``tools/list`` answers: a call to a tool the
+    server does not have is not booked (a client could otherwise grow its session's run
+    without bound with made-up names). Listed again when a name is not known, at most every
+    ``RELIST_EVERY`` seconds. If the server cannot be listed so, every name counts as known from
+    then on (logged once): calls are judged as before, whatever their name."""
+
+    RELIST_EVERY = 1.0
+    MAX_PAGES = 100
+
+    def __init__(self) -> None:
+        self.names: frozenset[str] = frozenset()
+        self.listed_at = float("-inf")
+        self.unlisted = False
+
+    async def has(self, name: str, ctx: Any, call_next: Callable[[Any], Awaitable[Any]]) -> bool:
+        if name in self.names or self.unlisted:
+            return True
+        now = time.monotonic()
+        if now - self.listed_at < self.RELIST_EVERY:
+            return False
+        self.listed_at = now
+        try:
+            self.names = await _listed_tools(ctx, call_next, self.MAX_PAGES)
+        except Exception as exc:  # the guard never takes the server down: judge the call
+            self.unlisted = True
+            emit("warning", "fuzeguard.mcp_tools_unlisted", error=exception_text(exc),
+                 message="the server's tools/list could not be read through the middleware "
+                 "chain, so calls to tools the server does not have are booked too")
+            return True
+        return name in self.names
+
+
+
+async def _listed_tools(
+    ctx: Any, call_next: Callable[[Any], Awaitable[Any]], max_pages: int
+) -> frozenset[str]:
+    """The server's tool names, from ``tools/list`` asked through the rest of the middleware
+    chain with the call's own context (its ``_meta``, which the protocol requires)."""
+    import dataclasses
+
+    meta = {k: v for k, v in (ctx.params or {}).items() if k == "_meta"}
+    names: set[str] = set()
+    cursor = None
+    for _ in range(max_pages):
+        params = dict(meta, cursor=cursor) if cursor else dict(meta)
+        page = await call_next(dataclasses.replace(ctx, method="tools/list", params=params))
+        if not isinstance(page, Mapping):
+            page = page.model_dump(by_alias=True)
+        names.update(t["name"] for t in page.get("tools", ()))
+        cursor = page.get("nextCursor")
+        if not cursor:
+            break
+    return frozenset(names)
 
 
 def _skip_result(value: Any) -> Any:

@@ -8,9 +8,19 @@ the tool does not run). The output guardrail records what the tool returned; a w
 output carries a short note for the model.
 
 A kill answers the call with the stop message and, with ``exit_behavior="end"`` (default), ends
-``Runner.run`` after that tool step with ``final_output`` set to the final answer (the agents'
-``tool_use_behavior`` is wrapped for it; the model is not asked again). Calls allowed in the same
-step still run and are recorded. ``exit_behavior="error"`` raises instead:
+``Runner.run`` after that tool step with a ``final_output`` (the agents' ``tool_use_behavior`` is
+wrapped for it): the model's own final answer (``wrap_up=True``, the default), asked in one model
+call offered no tool and made of the run's last model call, its response, the step's tool
+outputs and a request for a final answer with the detection's message as the reason (``protect``
+adds agent hooks that keep that last call, and record each model call, ``_model_calls``; the
+agent's own hooks are still called), within
+``wrap_up_timeout`` seconds; else the canned final answer (``wrap_up=False``, or when the model
+fails, is late, answers nothing or asks for a tool again). No tool runs after the kill. The run
+ends the same way after a tool step when ``max_model_calls`` (off by default) model calls were
+made, instead of the next one. Calls
+allowed in the same step still run and are recorded. A tool shared by agents that different
+guards protect is judged by the guard of the agent calling it (the first that protected that
+agent), so each guard ends its own agents' runs. ``exit_behavior="error"`` raises instead:
 ``ToolInputGuardrailTripwireTriggered`` with the ``LoopDetected`` (detection, and the stats of the
 run it killed) as ``exc.output.output_info``.
 
@@ -30,8 +40,19 @@ import json
 import weakref
 from typing import TYPE_CHECKING, Any
 
-from agents import Agent, FunctionTool, Handoff, ToolGuardrailFunctionOutput
+from agents import (
+    Agent,
+    AgentHooks,
+    FunctionTool,
+    Handoff,
+    ItemHelpers,
+    Model,
+    ModelSettings,
+    ModelTracing,
+    ToolGuardrailFunctionOutput,
+)
 from agents.agent import ToolsToFinalOutputResult
+from agents.models.multi_provider import MultiProvider
 from agents.tool_guardrails import (
     ToolInputGuardrail,
     ToolInputGuardrailData,
@@ -40,25 +61,29 @@ from agents.tool_guardrails import (
 )
 
 from fuzeguard._private.forksafe import new_lock
+from fuzeguard._private.records import Detection
 from fuzeguard._private.run import Run
 from fuzeguard.integrations._calls import (
     ExitBehavior,
     Outcome,
     ToolCalls,
-    final_answer,
     stop_message,
     with_notes,
+    wrap_up_request,
 )
 from fuzeguard.integrations._calls import (
     exit_behavior as exit_behavior_of,
 )
+from fuzeguard.integrations._model_calls import ModelCalls
 from fuzeguard.integrations._runs import InvocationRuns, adopt, user_run
+from fuzeguard.integrations._wrap_up import DEFAULT_TIMEOUT, WrapUp, answer
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
     from fuzeguard._private.options import ToolOptions
 
+_OWNER = "_fuzeguard_guard"  # the LoopGuard that protected an agent first, on the agent
 # The ToolContext of the tool call the current task runs (set in the task that runs it): a
 # ``Runner.run`` started inside it is a nested invocation, whose run is kept for that call.
 _calling: contextvars.ContextVar[Any] = contextvars.ContextVar("fuzeguard_oai_call", default=None)
@@ -68,14 +93,24 @@ class LoopGuard:
     """Guard the function tools of OpenAI Agents SDK agents against loops.
 
     Options are those of ``guard()`` (``on_loop``, thresholds, ``on_detect``...), applied to each
-    tool by its name, plus ``exit_behavior``. Don't also ``guard()`` the tools' functions: each
+    tool by its name, plus ``exit_behavior``, ``wrap_up``, ``wrap_up_timeout`` and
+    ``max_model_calls`` (see the module docstring). Don't also ``guard()`` the tools' functions: each
     call would count twice.
     """
 
-    def __init__(self, *, exit_behavior: ExitBehavior = "end", **options: Unpack[ToolOptions]) -> None:
+    def __init__(self, *, exit_behavior: ExitBehavior = "end", wrap_up: bool = True,
+                 wrap_up_timeout: float = DEFAULT_TIMEOUT, max_model_calls: int | None = None,
+                 **options: Unpack[ToolOptions]) -> None:
         self.exit_behavior = exit_behavior_of(exit_behavior)
+        self.wrap_up = WrapUp(wrap_up, wrap_up_timeout)
         self.calls = ToolCalls(**options)
         self.runs = InvocationRuns()
+        # Each run's last model call (the agent, its instructions, input and response): what the
+        # request for a final answer after a kill is made of.
+        self._exchanges: weakref.WeakKeyDictionary[Run, list[Any]] = weakref.WeakKeyDictionary()
+        self.model_calls = ModelCalls(max_model_calls)
+        # A run whose model calls ended it (a repeated rejected call): ended after the tool step.
+        self._ended: weakref.WeakKeyDictionary[Run, Detection] = weakref.WeakKeyDictionary()
         # A call that goes ahead, by its ToolContext (the same object reaches both guardrails).
         self._in_flight: weakref.WeakKeyDictionary[Any, Outcome] = weakref.WeakKeyDictionary()
         self._lock = new_lock()
@@ -96,7 +131,11 @@ class LoopGuard:
             if not isinstance(current, Agent) or id(current) in seen:
                 continue
             seen.add(id(current))
+            if getattr(current, _OWNER, None) is None:
+                setattr(current, _OWNER, self)  # its tools' calls are this guard's to judge
             self._end_on_kill(current)
+            if not isinstance(current.hooks, _Exchanges):
+                current.hooks = _Exchanges(self, current.hooks)
             for tool in current.tools:
                 if isinstance(tool, FunctionTool):
                     self.tool(tool)
@@ -143,7 +182,28 @@ class LoopGuard:
         run.end_turn()  # turns are marked from the first (see _EndOnKill): one ladder step per turn
         return run
 
+    def _record(self, run: Run, agent: Any, response: Any) -> None:
+        """Record a model call of the run (``_model_calls``); a detection ends the run after the
+        tool step (``_EndOnKill``)."""
+        calls = [(item.name, _arguments(item.arguments)) for item in response.output
+                 if getattr(item, "type", None) == "function_call"]
+        offered = {getattr(tool, "name", None) for tool in agent.tools}
+        text = "".join(ItemHelpers.extract_last_text(item) or "" for item in response.output)
+        usage = getattr(response, "usage", None)
+        detection = self.model_calls.record(
+            run, calls, None if calls else text,
+            rejected=any(name not in offered for name, _ in calls), final=not calls,
+            tokens=getattr(usage, "total_tokens", None),
+        )
+        if detection is not None:
+            self._ended[run] = detection
+
     def _before(self, data: ToolInputGuardrailData) -> ToolGuardrailFunctionOutput:
+        owner = getattr(data.agent, _OWNER, None)
+        if owner is not None and owner is not self:
+            # A tool shared by agents that different guards protect: the calling agent's guard
+            # judges the call (and ends that agent's run on a kill), once.
+            return ToolGuardrailFunctionOutput.allow()
         context = data.context
         run = self._run_of(context)
         assert run is not None
@@ -193,9 +253,17 @@ class _EndOnKill:
 
     async def __call__(self, context: Any, results: list[Any]) -> ToolsToFinalOutputResult:
         run = self.guard._run_of(context, create=False)
-        detection = None if run is None else run.killed
+        detection = None if run is None else (
+            run.killed or self.guard._ended.get(run) or self.guard.model_calls.over_limit(run))
         if detection is not None:
-            return ToolsToFinalOutputResult(is_final_output=True, final_output=final_answer(detection))
+            assert run is not None
+            exchange = self.guard._exchanges.get(run)
+            written = None
+            if self.guard.wrap_up.wanted(detection) and exchange is not None and len(exchange) == 4:
+                written = await self.guard.wrap_up.aask(
+                    detection, lambda: _ask_final(exchange, results, detection))
+            return ToolsToFinalOutputResult(is_final_output=True,
+                                            final_output=answer(detection, written))
         if run is not None and user_run() is None:
             run.end_turn()  # a tool step is over: the model's next turn begins
         inner = self.inner
@@ -210,10 +278,67 @@ class _EndOnKill:
                 if result.tool.name in names or result.tool.qualified_name in names:
                     return ToolsToFinalOutputResult(is_final_output=True, final_output=result.output)
             return ToolsToFinalOutputResult(is_final_output=False, final_output=None)
-        answer = inner(context, results)
-        if hasattr(answer, "__await__"):
-            answer = await answer
-        return answer  # type: ignore[no-any-return]
+        decided = inner(context, results)
+        if hasattr(decided, "__await__"):
+            decided = await decided
+        return decided  # type: ignore[no-any-return]
+
+
+class _Exchanges(AgentHooks):
+    """An agent's hooks (its own ones still called) that keep each run's last model call for the
+    request for a final answer after a kill."""
+
+    def __init__(self, guard: LoopGuard, inner: Any) -> None:
+        self.guard = guard
+        self.inner = inner
+
+    async def on_llm_start(self, context: Any, agent: Any, system_prompt: Any, input_items: Any) -> None:
+        run = self.guard._run_of(context)  # the run opens at the first model call
+        if run is not None:
+            self.guard._exchanges[run] = [agent, system_prompt, list(input_items)]
+        if self.inner is not None:
+            await self.inner.on_llm_start(context, agent, system_prompt, input_items)
+
+    async def on_llm_end(self, context: Any, agent: Any, response: Any) -> None:
+        run = self.guard._run_of(context)
+        exchange = None if run is None else self.guard._exchanges.get(run)
+        if exchange is not None and len(exchange) == 3:
+            exchange.append(response)
+        if run is not None:
+            self.guard._record(run, agent, response)
+        if self.inner is not None:
+            await self.inner.on_llm_end(context, agent, response)
+
+
+def _passing(name: str) -> Any:
+    async def hook(self: _Exchanges, *args: Any, **kwargs: Any) -> None:
+        if self.inner is not None:
+            await getattr(self.inner, name)(*args, **kwargs)
+
+    hook.__name__ = name
+    return hook
+
+
+for _name in ("on_start", "on_end", "on_handoff", "on_tool_start", "on_tool_end"):
+    setattr(_Exchanges, _name, _passing(_name))
+
+
+async def _ask_final(exchange: list[Any], results: list[Any], detection: Detection) -> str | None:
+    """One model call without tools: the run's last model call, its response, the tool step's
+    outputs (the killed call's is the stop message) and the request for a final answer. The
+    model's text, or None if it asked for a tool again."""
+    agent, instructions, items, response = exchange
+    outputs = [r.run_item.to_input_item() for r in results if getattr(r, "run_item", None)]
+    asked: Any = {"role": "user", "content": wrap_up_request(detection)}
+    model = agent.model if isinstance(agent.model, Model) else MultiProvider().get_model(agent.model)
+    settings = agent.model_settings if isinstance(agent.model_settings, ModelSettings) else ModelSettings()
+    reply = await model.get_response(
+        instructions, [*items, *response.to_input_items(), *outputs, asked], settings, [], None, [],
+        ModelTracing.DISABLED, previous_response_id=None, conversation_id=None, prompt=None,
+    )
+    if any(getattr(item, "type", None) == "function_call" for item in reply.output):
+        return None
+    return "".join(ItemHelpers.extract_last_text(item) or "" for item in reply.output)
 
 
 def _arguments(text: str) -> dict[str, Any]:

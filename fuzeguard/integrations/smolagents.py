@@ -11,10 +11,13 @@ the threads they run in (a ``CodeAgent`` runs its code in a worker thread).
 A skip answers the call with the detection's message; a warned text result carries a short note
 for the model (after any other result, the note is added to the step's observations, which the
 model reads next: a ``CodeAgent``'s code gets the result as it is); a kill answers the call with
-the stop message and ends ``agent.run()`` after that step with the final answer as its result
-(the model is not asked again), or, with ``exit_behavior="error"``, raises ``LoopDetected`` (its
-stats are the killed run's). With ``stream=True`` the final answer is the last
-``FinalAnswerStep``. To make the runs of one
+the stop message and ends ``agent.run()`` after that step with a final answer as its result: the
+model's own, asked through smolagents' own request for a final answer (``provide_final_answer``,
+as at ``max_steps``: the agent's memory and no tool), with the detection's message as the reason
+(``wrap_up=True``, the default, within ``wrap_up_timeout`` seconds), else the canned one
+(``wrap_up=False``, or when the model fails, is late or answers nothing); or, with
+``exit_behavior="error"``, it raises ``LoopDetected`` (its stats are the killed run's). With
+``stream=True`` the final answer is the last ``FinalAnswerStep`` (the canned one). To make the runs of one
 conversation one run: ``with conversations.run_for(conversation_id): agent.run(...)``
 (``fuzeguard.integrations.KeyedRuns``).
 
@@ -36,10 +39,19 @@ from smolagents.memory import ActionStep, FinalAnswerStep
 
 from fuzeguard._private.exceptions import LoopDetected
 from fuzeguard._private.guard import guard
+from fuzeguard._private.records import Detection
 from fuzeguard._private.run import Run, current_run
-from fuzeguard.integrations._calls import ExitBehavior, ToolCalls, final_answer, stop_message, with_notes
+from fuzeguard.integrations._calls import (
+    ExitBehavior,
+    ToolCalls,
+    final_answer,
+    stop_message,
+    with_notes,
+    wrap_up_request,
+)
 from fuzeguard.integrations._calls import exit_behavior as exit_behavior_of
 from fuzeguard.integrations._runs import invocation, new_run, user_run, within
+from fuzeguard.integrations._wrap_up import DEFAULT_TIMEOUT, WrapUp, answer
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -53,12 +65,14 @@ class LoopGuard:
     """Guard every tool of smolagents agents against loops (``protect(agent)``).
 
     Options are those of ``guard()`` (``on_loop``, thresholds, ``on_detect``...), applied to each
-    tool by its name, plus ``exit_behavior``. Don't also ``guard()`` the tools' functions: each
-    call would count twice.
+    tool by its name, plus ``exit_behavior``, ``wrap_up`` and ``wrap_up_timeout``. Don't also
+    ``guard()`` the tools' functions: each call would count twice.
     """
 
-    def __init__(self, *, exit_behavior: ExitBehavior = "end", **options: Unpack[ToolOptions]) -> None:
+    def __init__(self, *, exit_behavior: ExitBehavior = "end", wrap_up: bool = True,
+                 wrap_up_timeout: float = DEFAULT_TIMEOUT, **options: Unpack[ToolOptions]) -> None:
         self.exit_behavior = exit_behavior_of(exit_behavior)
+        self.wrap_up = WrapUp(wrap_up, wrap_up_timeout)
         self.calls = ToolCalls(**options)
 
     def protect(self, agent: Any) -> Any:
@@ -124,11 +138,28 @@ class LoopGuard:
                 except LoopDetected as exc:
                     if guard_self.exit_behavior == "error":
                         raise
-                    return final_answer(exc.detection)
+                    return guard_self._final(getattr(run_agent, "__self__", None), exc.detection)
                 finally:
                     box[0] = previous
 
         return run
+
+    def _final(self, agent: Any, detection: Detection) -> str:
+        """The final answer after a kill: the model's own, from smolagents' own request for a
+        final answer (``provide_final_answer``, what it asks at ``max_steps``: the agent's memory,
+        no tool), the task followed by the request with the detection's message as the reason
+        (``wrap_up``); else the canned one."""
+        if not self.wrap_up.wanted(detection) or not hasattr(agent, "provide_final_answer"):
+            return final_answer(detection)
+        task = f"{getattr(agent, 'task', '') or ''}\n\n{wrap_up_request(detection)}".strip()
+        reply = self.wrap_up.ask(detection, lambda: agent.provide_final_answer(task))
+        content = getattr(reply, "content", None)
+        if isinstance(content, list):
+            content = " ".join(str(c.get("text", "")) for c in content if isinstance(c, dict))
+        if getattr(reply, "tool_calls", None) or not isinstance(content, str) or content.startswith(
+                "Error in generating final LLM output"):  # smolagents' text for a failed call
+            content = None
+        return answer(detection, content)
 
     def _stream(self, run_agent: Callable[..., Any], box: list[Run | None], name: str,
                 args: tuple[Any, ...], kwargs: dict[str, Any]) -> Iterator[Any]:

@@ -10,9 +10,13 @@ another (an agent as a tool) gets a child run, when it has the same hooks.
 - a skip cancels the call and answers it with the detection's message (a normal result);
 - a warn lets the call run and adds a text note to its result, for the model;
 - a kill cancels the call with the stop message and ends the invocation after that tool batch
-  (``AfterToolsEvent.end_turn``): the model is not asked again, and the result's message is a
-  final answer the application can show. ``result.state["loop_detected"]`` is the
-  ``LoopDetected`` (the detection, and the stats of the run it killed).
+  (``AfterToolsEvent.end_turn``) with a final answer the application can show as the result's
+  message: the model's own, asked in one call with no tool (the conversation, the batch's tool
+  results and a request for a final answer with the detection's message as the reason;
+  ``wrap_up=True``, the default, within ``wrap_up_timeout`` seconds), else the canned one
+  (``wrap_up=False``, or when the model fails, is late, answers nothing or asks for a tool).
+  ``result.state["loop_detected"]`` is the ``LoopDetected`` (the detection, and the stats of the
+  run it killed).
 
 Each model call ends a turn of a run the invocation opened (the ladder steps once per turn).
 Install with ``pip install 'fuzeguard[strands]'``.
@@ -34,8 +38,10 @@ from strands.hooks import (
 from strands.types.tools import ToolResultContent
 
 from fuzeguard._private.exceptions import LoopDetected
-from fuzeguard.integrations._calls import ToolCalls, final_answer, stop_message
+from fuzeguard._private.records import Detection
+from fuzeguard.integrations._calls import ToolCalls, stop_message, wrap_up_request
 from fuzeguard.integrations._hooked import Invocation, Invocations
+from fuzeguard.integrations._wrap_up import DEFAULT_TIMEOUT, WrapUp, answer
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -49,11 +55,13 @@ class LoopGuard:
     """Guard every tool of a Strands agent against loops (a Strands ``HookProvider``).
 
     Options are those of ``guard()`` (``on_loop``, thresholds, ``on_detect``...), applied to each
-    tool by its name (``[functions.NAME]`` in fuze.toml applies too). Don't also ``guard()`` the
-    tools' functions: each call would count twice.
+    tool by its name (``[functions.NAME]`` in fuze.toml applies too), plus ``wrap_up`` and
+    ``wrap_up_timeout``. Don't also ``guard()`` the tools' functions: each call would count twice.
     """
 
-    def __init__(self, **options: Unpack[ToolOptions]) -> None:
+    def __init__(self, *, wrap_up: bool = True, wrap_up_timeout: float = DEFAULT_TIMEOUT,
+                 **options: Unpack[ToolOptions]) -> None:
+        self.wrap_up = WrapUp(wrap_up, wrap_up_timeout)
         self.calls = ToolCalls(**options)
         self._invocations = Invocations()
 
@@ -108,7 +116,7 @@ class LoopGuard:
             blocks: list[ToolResultContent] = [{"text": note} for note in notes]
             event.result = {**result, "content": [*result.get("content", []), *blocks]}
 
-    def _after_tools(self, event: AfterToolsEvent) -> None:
+    async def _after_tools(self, event: AfterToolsEvent) -> None:
         run = self._invocation(event.invocation_state).run
         detection = run.killed
         if detection is None:
@@ -116,4 +124,21 @@ class LoopGuard:
         request_state = event.invocation_state.get("request_state")
         if isinstance(request_state, dict):
             request_state[STATE_KEY] = LoopDetected(detection, run.stats())
-        event.end_turn = final_answer(detection)
+        written = None
+        if self.wrap_up.wanted(detection):
+            written = await self.wrap_up.aask(detection, lambda: _ask(event, detection))
+        event.end_turn = answer(detection, written)
+
+
+async def _ask(event: AfterToolsEvent, detection: Detection) -> str | None:
+    """One model call with no tool: the conversation, this batch's tool results and the request
+    for a final answer. The model's text, or None if it asked for a tool again."""
+    agent = event.agent
+    asked = {"role": "user", "content": [*event.message["content"],
+                                         {"text": wrap_up_request(detection)}]}
+    texts: list[str] = []
+    async for chunk in agent.model.stream([*agent.messages, asked], None, agent.system_prompt):
+        if "toolUse" in chunk.get("contentBlockStart", {}).get("start", {}):
+            return None
+        texts.append(chunk.get("contentBlockDelta", {}).get("delta", {}).get("text", ""))
+    return "".join(texts)

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 
-from fuzeguard._private.records import CallRecord
+from fuzeguard._private.kinds import infer_kind
+from fuzeguard._private.records import Call, CallRecord
 
 #: Kinds whose calls act on the world: new arguments are new work, whatever the answer.
 ACTING = frozenset({"write", "exec"})
@@ -52,8 +53,30 @@ def repeat_key(record: CallRecord, failures_alike: bool = False) -> Hashable | N
 
 
 def changes_state(record: CallRecord) -> bool:
-    """Whether a call changed the world: a write that did not fail (or is still running)."""
-    return record.kind == "write" and record.error is None
+    """Whether a call changed the world: a write that did not fail (or is still running), or a
+    shell command that writes and then failed: a compound command (a here-document written,
+    then run) fails in its last part, after the file changed."""
+    return record.kind == "write" and (record.error is None or _shell(record.fn))
+
+
+def _shell(fn: str) -> bool:
+    kind = _SHELL.get(fn)
+    if kind is None:
+        if len(_SHELL) >= 1024:
+            _SHELL.clear()
+        kind = _SHELL[fn] = infer_kind(fn) == "exec"
+    return kind
+
+
+_SHELL: dict[str, bool] = {}
+
+
+def side_effect(call: Call) -> bool:
+    """Whether a call acts on the world beyond the run's own workspace, so that doing it twice
+    does it twice (a payment, an email, an event booked): a write by its name or declared kind.
+    A shell command that writes a file is a write too, but running the same one again rewrites
+    the same file: repeating it is judged like any repeat."""
+    return call.kind == "write" and infer_kind(call.fn) != "exec"
 
 
 def last_change(history: Sequence[CallRecord], args_fp: bytes, after: int) -> int:

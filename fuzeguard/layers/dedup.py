@@ -22,13 +22,26 @@ outcome.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from fuzeguard._private.fingerprint import encode, fingerprint
 from fuzeguard._private.layer import Feature, LayerSettings, RunView, setting
-from fuzeguard._private.records import Call, CallRecord, Detection, Kind
-from fuzeguard.layers._evidence import FAILED, changes_state, last_change, novelty, repeat_key
+from fuzeguard._private.records import Call, CallRecord, Detection, Evidence, Kind
+from fuzeguard.layers._evidence import (
+    ACTING,
+    FAILED,
+    INFORMING,
+    TRANSPARENT,
+    WRITTEN,
+    changes_state,
+    last_change,
+    novelty,
+    repeat_key,
+    side_effect,
+)
 
 #: How much of a call's arguments is compared when its attempts are near-identical.
 ATTEMPT_CHARS = 2000
@@ -48,14 +61,31 @@ def attempt_text(arguments: Mapping[str, Any]) -> str:
     return "\x1f".join(parts)
 
 
+#: A failure that tells only that a command exited non-zero (``exit code 1``, ``exit status 2``,
+#: subprocess's ``Command '...' returned non-zero exit status 1.``).
+_BARE_EXIT = re.compile(
+    r"(?:exit(?:ed)?\s+(?:with\s+)?(?:code|status)\s*[=:]?\s*-?\d+"
+    r"|Command\s.*\sreturned\s+non-zero\s+exit\s+status\s+-?\d+)\.?",
+    re.IGNORECASE | re.DOTALL,
+)
+
+
+def bare_failure(error: BaseException | None, result: Any) -> bool:
+    """Whether a failure says nothing but that it failed: no output (no text, no mapping) and an
+    error with no message, or whose message is only an exit status. Such a failure (a ``grep``
+    that matched nothing) is a miss, not an error to be fixed."""
+    if (type(result) is str and result.strip()) or type(result) is dict:
+        return False
+    said = str(error).strip() if error is not None else ""
+    return not said or _BARE_EXIT.fullmatch(said) is not None
+
+
 def _attempt(
     arguments: Mapping[str, Any], result: Any, error: BaseException | None
 ) -> str | None:
-    """The text of a failed call's arguments, when the failure says something: an error with a
-    message, or an output. A bare exit status with nothing printed (a ``grep`` that matched
-    nothing) is a miss, not an error to be fixed: near-identical misses are left to ``progress``."""
-    said = str(error) if error is not None else ""
-    if not said and not (type(result) is str and result.strip()) and type(result) is not dict:
+    """The text of a failed call's arguments, when the failure says something (not a
+    ``bare_failure``): near-identical misses are left to ``progress``."""
+    if bare_failure(error, result):
         return None
     return attempt_text(arguments)
 
@@ -99,6 +129,12 @@ class Dedup(LayerSettings):
     repeat_warn_threshold: int = setting(
         0, type="int", minimum=0, origin="OpenFang/Hermes loop guard (warns at the 3rd)",
         doc="The repeat that reaches this count gets a warning only (0: no early warning).",
+    )
+    streak_threshold: int = setting(
+        5, type="int", minimum=2, origin="fuzeguard (evidence grades the response)",
+        doc="The same call with the same outcome this many times back to back, nothing else "
+        "between, is a loop whose evidence leaves no doubt: on_loop applies at once. Shorter "
+        "streaks get early warnings only (an agent may re-run a step a few times, then move on).",
     )
     poll_threshold: int = setting(
         19,
@@ -157,7 +193,9 @@ class Dedup(LayerSettings):
         if call.kind == "poll" or not self.result_aware:
             return self._counted(run, call, same) if same else None
         found = None
-        if len(same) + 1 >= (self.repeat_warn_threshold or threshold + 1):
+        if len(same) + 1 >= (self.repeat_warn_threshold or threshold + 1) or (
+            call.kind == "write" and same
+        ):
             found = self._remembered(run, call, same)
         if found is None and run.errors >= threshold and run.calls_of(call.fn) >= threshold:
             found = self._attempts(run, call)
@@ -191,26 +229,48 @@ class Dedup(LayerSettings):
             if not unknown:
                 return None  # nothing since the last change
             # No outcome known (a trace without results): only a sustained streak is evidence.
-            return self._counted(run, call, same)
+            return self._counted(run, call, same, unknown=True)
         best_key: Hashable = None
         best = 0
         for key, n in counts.items():
             if n > best:
                 best_key, best = key, n
         count = best + unknown + 1
+        evidence: Evidence = "normal"
         if count > threshold:
             kind: Kind = "loop"
+            if best_key == WRITTEN and side_effect(call):
+                evidence = "certain"  # the same write, succeeded, sent again: a duplicated effect
+            elif _answer_of_others(run.history, call, best_key):
+                evidence = "certain"
+            elif _back_to_back(run.history, call.args_fp, best_key) + 1 >= count:
+                # Every occurrence back to back: a few re-runs are often followed by a change
+                # of approach; past the streak threshold, the run will not get out by itself.
+                evidence = "certain" if count >= self.streak_threshold else "weak"
+            elif call.kind == "model" or _asks_nothing(call):
+                # A call that asks nothing in particular (``list_files()``, the date, a model's
+                # text recorded as a call) revisited among other work is bookkeeping: equal
+                # answers among other calls do not make a loop. A streak of them does (above).
+                evidence = "weak"
+            elif _acted_since(run.history, call, same):
+                # Re-run after a command that may have changed what no write detection sees (a
+                # re-test after a script that applies a fix): "no write seen" is no proof that
+                # nothing changed.
+                evidence = "weak"
         elif warn and count == warn:
             kind = "warning"
+        elif count == 2 and best_key == WRITTEN and side_effect(call):
+            return self._detection(call, count, threshold, "warning", best_key)
         else:
             return None
-        return self._detection(call, count, threshold, kind, best_key)
+        return self._detection(call, count, threshold, kind, best_key, evidence=evidence)
 
     def _attempts(self, run: RunView, call: Call) -> Detection | None:
         """One action failing again and again: the latest calls of this function since the last
-        change all failed with one error that says what went wrong, and either their arguments
-        are alike the pending call's (``repeat_threshold`` of them), or there are one more of
-        them whatever their arguments (the error does not depend on them)."""
+        change all failed with one error that says what went wrong, and the latest
+        ``repeat_threshold`` of them have arguments alike the pending call's: a loop. A longer
+        streak of that error with arguments unlike the pending call's is an early warning only: a
+        kill needs the pending call itself to be alike the failures."""
         threshold = self.repeat_threshold
         history = run.history
         oldest = call.index - self.repeat_memory
@@ -236,19 +296,32 @@ class Dedup(LayerSettings):
                 break  # something changed since
         if len(failed) < threshold:
             return None
-        if len(failed) > threshold:
-            return self._detection(call, len(failed) + 1, threshold, "loop", FAILED, alike=True)
         from rapidfuzz.distance import Indel  # here: most runs never compare two attempts
 
         pending = attempt_text(call.arguments)
         cutoff = self.similarity_threshold
-        for record in failed:
+        for record in failed[:threshold]:
             text = record.features[ATTEMPT.key]
             if Indel.normalized_similarity(pending, text, score_cutoff=cutoff) < cutoff:
-                return None
-        return self._detection(call, threshold + 1, threshold, "loop", FAILED, alike=True)
+                break
+        else:
+            return self._detection(call, threshold + 1, threshold, "loop", FAILED, alike=True)
+        if len(failed) > threshold:
+            # One error whatever the arguments, but the pending call is not alike the failures:
+            # it may be the way out (a plain read after failing test runs). Tell the model.
+            return Detection(
+                layer=self.name, fn=fn, count=len(failed) + 1, threshold=threshold,
+                evidence="weak", pattern=(fn, "alike"),
+                message=(
+                    f"`{fn}` failed {len(failed)} times in a row with the same error, whatever "
+                    "the arguments. Read the error and fix its cause before trying again."
+                ),
+            )
+        return None
 
-    def _counted(self, run: RunView, call: Call, same: Sequence[CallRecord]) -> Detection | None:
+    def _counted(
+        self, run: RunView, call: Call, same: Sequence[CallRecord], unknown: bool = False
+    ) -> Detection | None:
         """Identical calls counted in a window: polls (their streak of one answer, not separated
         by other work) and plain Fuze counting (``result_aware = false``)."""
         if call.kind == "poll":
@@ -288,10 +361,22 @@ class Dedup(LayerSettings):
             kind = "warning"
         else:
             return None
-        return self._detection(call, count, threshold, kind, streak_key if all_same else None)
+        # Plain Fuze counting (result_aware = false) acts as Fuze does: at once; so do identical
+        # calls all still running (one batch of duplicates: no warning can reach the model
+        # before they end, and no outcome can excuse them).
+        evidence: Evidence = "normal"
+        if not self.result_aware or all(record.in_flight for record in streak):
+            evidence = "certain"
+        elif unknown:
+            # Outcomes unknown (``unknown``: a trace without results): graded as a streak of one
+            # outcome would be, never more harshly than the live run that wrote it.
+            evidence = "certain" if count >= self.streak_threshold else "weak"
+        return self._detection(call, count, threshold, kind, streak_key if all_same else None,
+                               evidence=evidence)
 
     def _detection(
-        self, call: Call, count: int, threshold: int, kind: Kind, key: object, alike: bool = False
+        self, call: Call, count: int, threshold: int, kind: Kind, key: object,
+        alike: bool = False, evidence: Evidence = "normal",
     ) -> Detection:
         return Detection(
             layer=self.name,
@@ -299,9 +384,69 @@ class Dedup(LayerSettings):
             count=count,
             threshold=threshold,
             kind=kind,
+            evidence=evidence,
             pattern=(call.fn, "alike") if alike else call.args_fp,
             message=_message(call, count, kind, key, alike),
         )
+
+
+def _answer_of_others(history: Sequence[CallRecord], call: Call, key: Hashable) -> bool:
+    """Whether the outcome this call keeps getting is also what other questions got: an answer
+    that does not depend on the question (access refused, a result withheld) cannot change by
+    asking again."""
+    if type(key) is not bytes or key in (FAILED, WRITTEN) or call.kind not in INFORMING:
+        return False
+    for record in history:
+        if record.result_fp == key and record.args_fp != call.args_fp and record.error is None:
+            return True
+    return False
+
+
+def _asks_nothing(call: Call) -> bool:
+    """Whether a call was made without arguments (its fingerprint is that of no arguments, so
+    that a replayed trace that did not record them is judged as the live run was)."""
+    empty = _NO_ARGUMENTS.get(call.fn)
+    if empty is None:
+        if len(_NO_ARGUMENTS) >= 1024:
+            _NO_ARGUMENTS.clear()
+        empty = _NO_ARGUMENTS[call.fn] = fingerprint({}, prefix=encode(call.fn) + b"\x00")
+    return call.args_fp == empty
+
+
+_NO_ARGUMENTS: dict[str, bytes] = {}
+
+
+def _acted_since(history: Sequence[CallRecord], call: Call, same: Sequence[CallRecord]) -> bool:
+    """Whether a command or a write with arguments new to the run succeeded since the latest
+    occurrence of this call (a script that applies a fix, an API call): it may have changed
+    what no write detection sees."""
+    latest = same[-1].index
+    seen: set[bytes] = set()
+    acted = False
+    for record in history:
+        if (record.index > latest and record.kind in ACTING and record.error is None
+                and record.args_fp not in seen and record.args_fp != call.args_fp):
+            acted = True
+        seen.add(record.args_fp)
+    return acted
+
+
+def _back_to_back(history: Sequence[CallRecord], args_fp: bytes, key: Hashable) -> int:
+    """How many of the latest calls, back to back (tools that change nothing looked through),
+    are this very call with outcome ``key`` (an occurrence whose outcome is unknown, such as a
+    call still running, counts as the same)."""
+    n = 0
+    for i in range(len(history) - 1, -1, -1):
+        record = history[i]
+        if record.kind in TRANSPARENT:
+            continue
+        if record.args_fp != args_fp:
+            break
+        got = repeat_key(record, failures_alike=True)
+        if got is not None and got != key:
+            break
+        n += 1
+    return n
 
 
 def _sustained(

@@ -90,6 +90,8 @@ class Iterations(LayerSettings):
             count=count,
             threshold=cap,
             pattern=call.fn,
+            # A cap the user set is absolute, as in Fuze.
+            evidence="normal" if self.adaptive else "certain",
             message=(
                 f"You have already called `{call.fn}` {count - 1} times in this task, its limit "
                 f"({cap}). Stop calling it: use what you have, or try another approach."

@@ -168,10 +168,12 @@ class Tally:
         self.reset: float | None = None  # when this process reset the run, if it did
         self.records.clear()
         self.kill: list[Any] | None = None
+        # The detections a person let go on (``ask`` answered "continue"): their bars.
+        self.bars: list[list[Any]] = []
 
     def empty(self) -> bool:
         return not (self.attempts or self.turns or self.cost or self.reset is not None
-                    or self.kill is not None or self.records)
+                    or self.kill is not None or self.records or self.bars)
 
     def fold(self, event: dict[str, Any]) -> None:
         kind = event["k"]
@@ -180,6 +182,7 @@ class Tally:
             if action == "kill" and not detections:
                 return
             self.attempts += 1
+            self.bars.extend(detections[i] for i in event.get("b", ()))
             if action in ("call", "warn"):
                 self.calls += 1
                 self.fns[event["fn"]] = self.fns.get(event["fn"], 0) + 1
@@ -232,6 +235,8 @@ def merge(run: Run, event: dict[str, Any]) -> None:
     if records:
         for record in json.loads(records):
             run._append(codec.record_in(record))
+    for detection in json.loads(event.get("bars") or "[]"):  # patterns a person let go on
+        run._raise_bar(codec.detection_in(detection))
     kill = event.get("kill")
     if kill and run._killed is None:
         detection = codec.detection_in(json.loads(kill))

@@ -106,7 +106,7 @@ class ParentStore:
             run._count_flag(decision)
             return decision
 
-    def complete(self, run: Run, record: CallRecord) -> None:
+    def complete(self, run: Run, record: CallRecord, plan: Plan, call: Call) -> None:
         with run._lock:
             run._book(record)
         if record.cost:

@@ -46,6 +46,7 @@ import math
 import os
 import socket
 import time
+import weakref
 from collections.abc import Generator
 from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias, TypeVar
 
@@ -54,7 +55,8 @@ from fuzeguard._private.forksafe import new_lock
 from fuzeguard._private.log import emit
 from fuzeguard._private.records import Call, CallRecord, Decision, Detection
 from fuzeguard._private.runstate import _REFUSED
-from fuzeguard._private.store import StoreUnavailable, codec, events
+from fuzeguard._private.secrets import redactor, scrub_leaves
+from fuzeguard._private.store import StoreUnavailable, backlog, codec, events
 from fuzeguard._private.store.parent import limit_decision, parent_limit
 from fuzeguard._private.validation import masked_url
 
@@ -221,10 +223,11 @@ return {created, seq, v[2], v[3], mine, snapseq, v[5] or false, fromsnap, v[6], 
 
 # KEYS: m, e. ARGV: 1 ttl (ms), 2 max events, 3 the writer, 4 its epoch, 5 the write-back's id,
 # 6 its sums (``Tally.sums``), 7 the kill ("" none), 8 the latest records ("" none), 9 the seq
-# the writer's copy is at, 10 the number of this event, 11 "1" to return the written event too.
+# the writer's copy is at, 10 the number of this event, 11 "1" to return the written event too,
+# 12 the detections a person let go on ("" none).
 # Appends, as one ``o`` event, the part of the sums not appended under this id before (the
-# kill and the records only the first time), and keeps the sums under the id: written twice,
-# it counts once. Returns {status, seq, events after the writer's seq}.
+# kill, the records and the bars only the first time), and keeps the sums under the id: written
+# twice, it counts once. Returns {status, seq, events after the writer's seq}.
 _MERGE = _MISSED + """
 local m, e = KEYS[1], KEYS[2]
 local v = redis.call('HMGET', m, 'seq', 'epoch', 'o:' .. ARGV[5])
@@ -260,6 +263,7 @@ if has then ev.fns = fns; any = true end
 new.killed = old.killed
 if ARGV[7] ~= '' and not old.killed then ev.kill = ARGV[7]; new.killed = true; any = true end
 if ARGV[8] ~= '' and not v[3] then ev.records = ARGV[8]; any = true end
+if ARGV[12] ~= '' and not v[3] then ev.bars = ARGV[12]; any = true end
 local expected, before = tonumber(ARGV[9]), seq
 if any then
   seq = redis.call('HINCRBY', m, 'seq', 1)
@@ -311,6 +315,17 @@ def _refresh_worker() -> None:
 
 
 os.register_at_fork(after_in_child=_refresh_worker)
+
+# Every store of this process, so that a forked child becomes a new worker of each (``_forked``).
+_stores: weakref.WeakSet[RedisStore] = weakref.WeakSet()
+
+
+def _fork_stores() -> None:
+    for store in list(_stores):
+        store._forked()
+
+
+os.register_at_fork(after_in_child=_fork_stores)
 
 
 def _client(url: str, timeout: float) -> Any:
@@ -464,6 +479,19 @@ class RedisStore:
         # Per event loop: the lock that makes this process's asyncio decisions one at a time.
         self._locks: dict[int, tuple[asyncio.AbstractEventLoop, asyncio.Lock]] = {}
         self.urgent = False  # a completion waits to be sent at once, by ``aflush``
+        _stores.add(self)
+
+    def _forked(self) -> None:
+        """In a child forked from this process: a new worker of the run, which would otherwise
+        take its siblings' events for its own and skip them. What the parent has not written
+        yet is the parent's to write; the child reloads the run at its first use."""
+        self.worker = f"{worker_id()}/{os.urandom(2).hex()}"
+        self.seq = -1
+        self.queue, self.queue_cost, self.doubt = [], 0.0, []
+        self.own.clear()
+        self.outage = self.owed = None
+        self.urgent = False
+        self._locks = {}
 
     # ------------------------------------------------------------------ Redis round trips
 
@@ -475,7 +503,8 @@ class RedisStore:
         return script
 
     def _drive(self, steps: Steps[T]) -> T:
-        """Run ``steps`` with the blocking client (the run's lock held throughout)."""
+        """Run ``steps`` with the blocking client (the run's lock held throughout, but while
+        the ``ask`` callback is waited for: it may read the run, and other threads go on)."""
         reply: Any = None
         error: BaseException | None = None
         while True:
@@ -486,7 +515,12 @@ class RedisStore:
             error = None
             try:
                 if request[0] is ASK:
-                    reply = request[1]._question(*request[2])
+                    lock = request[1]._lock
+                    lock.release()
+                    try:
+                        reply = request[1]._question(*request[2])
+                    finally:
+                        lock.acquire()
                 else:
                     reply = self._script(request[0])(keys=request[1], args=request[2])
             except Exception as exc:
@@ -522,9 +556,10 @@ class RedisStore:
         the run's key."""
         return keyed(fp, self.fp_key)
 
-    def _load(self, run: Run) -> Steps[None]:
+    def _load(self, run: Run) -> Steps[bool]:
         """Bring the copy up to the log (run lock held): creates the run on first use, reloads
-        it from a new epoch, starts afresh after ``end()``."""
+        it from a new epoch, starts afresh after ``end()``. True when the copy was rebuilt from
+        the snapshot: it no longer holds what this process did during an outage."""
         reply = yield (_LOAD, self.keys, [
             self.ttl_ms, repr(time.time()), run.id, os.urandom(6).hex(), *self.limits, self.seq,
             self.fp_key.hex(), self.epoch, os.urandom(8).hex(), self.worker,
@@ -543,26 +578,26 @@ class RedisStore:
             self._apply(run, mine, skip_own=True)
             self.seq = int(seq)
             yield from self._owe(run)
-            return
+            return False
         if same:  # too far behind: from the snapshot; what waits to be written stays booked
             self._rebuild(run, snap, fromsnap, calls, cost)
             self.seq = int(seq)
             for event in self.queue:
                 events.apply(run, event)
             yield from self._owe(run)
-            return
+            return True
         lost = bool(self.epoch) and not ended
-        # The first load failed (the store was slow or down before this process ever read the
-        # run): what it did meanwhile is in no log yet, and is owed as to a run the store lost.
-        unread = not self.epoch and self.outage is not None
-        kill = (codec.detection_out(run._killed) if (lost or unread) and run._killed is not None
+        # Never loaded before: the run was opened while Redis was out of reach, and what this
+        # process did meanwhile is written back as after a loss.
+        unseen = not self.epoch
+        kill = (codec.detection_out(run._killed) if (lost or unseen) and run._killed is not None
                 else None)
         if lost:
             emit("warning", "fuzeguard.store_lost_run", run_id=run.id, run_name=run.name,
                  message="the run's state was gone from the store (expired, or the server "
                  "restarted without its data): it goes on afresh, with what each process did "
                  "since its last reset written back")
-        if lost or ended or unread:
+        if lost or ended:
             self.queue, self.queue_cost = [], 0.0  # in ``own``, written back as sums
         if ended:
             self.own.clear()
@@ -575,9 +610,10 @@ class RedisStore:
         self._rebuild(run, snap, fromsnap, calls, cost, events.local_start(float(start)))
         self.seq = int(seq)
         self.owed = None
-        if (lost or unread) and (not self.own.empty() or kill is not None):
+        if (lost or unseen) and (not self.own.empty() or kill is not None):
             self.owed = (f"{self.worker}:{epoch}", kill)
         yield from self._owe(run)
+        return True
 
     def _owe(self, run: Run) -> Steps[None]:
         """Write back what this process did since the run's last reset, owed to a run that Redis
@@ -676,7 +712,7 @@ class RedisStore:
             self.ttl_ms, MAX_EVENTS, self.worker, self.epoch, number, tally.sums(),
             "" if kill is None else codec.dumps(kill),
             codec.dumps(list(tally.records)) if tally.records else "", self.seq, self._next(),
-            "1" if mine else "0",
+            "1" if mine else "0", codec.dumps(tally.bars) if tally.bars else "",
         ])
         status, seq, missed = reply[0], int(reply[1]), reply[2]
         if status != COMMITTED:
@@ -736,10 +772,12 @@ class RedisStore:
     def _recover(self, run: Run) -> Steps[None]:
         outage = self.outage
         assert outage is not None
-        yield from self._load(run)  # decides what was in doubt, brings the copy up to the log
+        # Decides what was in doubt and brings the copy up to the log; a copy rebuilt from a
+        # snapshot lacks what this process did meanwhile (its kill too): it books the write-back.
+        rebuilt = yield from self._load(run)
         tally = outage.tally
         if not tally.empty():
-            yield from self._merge(run, tally, outage.id, tally.kill, mine=False)
+            yield from self._merge(run, tally, outage.id, tally.kill, mine=rebuilt)
         self.outage = None
         emit("info", "fuzeguard.store_recovered", run_id=run.id, run_name=run.name,
              store=masked_url(self.url), calls=tally.calls)
@@ -779,10 +817,13 @@ class RedisStore:
     # ------------------------------------------------------------------ the Store protocol
 
     def open(self, run: Run) -> None:
+        backlog.settle(self.keys)
         with run._lock:
             self._drive(self._reachable(run))
 
     async def aopen(self, run: Run) -> None:
+        if backlog.owed(self.keys):
+            await asyncio.to_thread(backlog.settle, self.keys)
         await self._adrive(run, self._reachable(run))
 
     def decide(
@@ -835,8 +876,7 @@ class RedisStore:
             if decision.action == "ask":
                 if reply_given is None:
                     reply_given = yield (ASK, run, [call, decision])
-                    if run._killed is not None:  # killed by another call meanwhile
-                        continue
+                    continue  # judged again: others may have changed the run meanwhile
                 if reply_given == "continue":  # every process raises these patterns' bar
                     let_go = [i for i, d in enumerate(decision.detections) if d.action == "ask"]
                 # The bars are raised when the decision is booked (``events.count``), on the
@@ -900,7 +940,9 @@ class RedisStore:
                 self._write(run, events.flagged(self.worker, self._next(), decision))
             return decision
 
-    def complete(self, run: Run, record: CallRecord) -> None:
+    def complete(self, run: Run, record: CallRecord, plan: Plan, call: Call) -> None:
+        if record.features:
+            record = _redacted(record, plan, call)
         if record.cost is not None and not math.isfinite(record.cost):
             emit("error", "fuzeguard.cost_rejected", run_id=run.id, run_name=run.name,
                  fn=record.fn, cost=repr(record.cost),
@@ -995,9 +1037,23 @@ class RedisStore:
     def close(self, run: Run) -> None:
         """Write what waits to be written (during an outage: one more try, whenever the last
         was); the run stays in Redis for the other processes."""
+        if not self.write_back(run):
+            backlog.keep(self, run)
+
+    def write_back(self, run: Run) -> bool:
+        """One more try (now, whenever the last was) at writing what waits to be written; True
+        once nothing this process did is owed to the store."""
         with run._lock:
             self.retry_at = 0.0
             self._drive(self._flush(run))
+            outage = self.outage
+            return outage is None or (outage.tally.empty() and not self.doubt)
+
+    def owed_summary(self) -> dict[str, Any]:
+        """What this process did that the store does not hold, for the logs."""
+        tally = self.outage.tally if self.outage is not None else events.Tally(0)
+        return {"calls": tally.calls, "cost": tally.cost, "killed": tally.kill is not None,
+                "in_doubt": len(self.doubt)}
 
     def end(self, run: Run) -> None:
         """Delete the run from Redis for good; this copy starts afresh if used again."""
@@ -1011,6 +1067,20 @@ class RedisStore:
             run._clear()
             run.resets = 0
             run.id = os.urandom(6).hex()
+
+
+def _redacted(record: CallRecord, plan: Plan, call: Call) -> CallRecord:
+    """``record`` with its features redacted as a trace line of the call is (its secret-named
+    argument values, and secret shapes): what the layers keep of a call's arguments (dedup's
+    text of a failed attempt) or result is written to Redis. This process books it so too, so
+    that every process holds the same record."""
+    values = redactor(plan.settings.redact).secret_values(call.arguments,
+                                                          unnamed=plan.binder.unnamed)
+    features = record.features
+    scrubbed = {name: scrub_leaves(value, values) for name, value in features.items()}
+    if all(scrubbed[name] is value for name, value in features.items()):
+        return record
+    return dataclasses.replace(record, features=scrubbed)
 
 
 def _advance(steps: Steps[Any], reply: Any, error: BaseException | None) -> tuple[bool, Any]:
