@@ -66,7 +66,9 @@ def _worker(url: str, name: str, calls: int, seed: int) -> None:
     qs = [f"{q} w{seed}x{i}" for i, q in enumerate(queries(calls + 1, seed=seed))]
     own = f"{name}-{seed}" if name.endswith("-own") else name
     run = fuzeguard.run(own, store=url, config=Config(), store_timeout=10)
-    client = redis.Redis.from_url(url)
+    # No socket timeout: the wait at the barrier is bounded by its own, and redis-py 8's default
+    # of 5 s cut it short when the other workers were slow to start (a busy machine).
+    client = redis.Redis.from_url(url, socket_timeout=None)
     with run:
         tool(qs[-1], -1)  # connects and loads the run before the clock starts
         client.incr(f"ready:{name}")

@@ -15,8 +15,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import structlog
-
 import fuzeguard
 from fuzeguard import Config, LoopDetected, guard
 
@@ -89,7 +87,7 @@ def main(argv: list[str] | None = None) -> None:
     out = Path(args[0] if args else "recorded-traces")
     out.mkdir(parents=True, exist_ok=True)
     # Detections are also logged; the summary lines below are enough here.
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.CRITICAL))
+    logging.getLogger("fuzeguard").setLevel(logging.CRITICAL)
     for name, agent in AGENTS.items():
         path = out / f"{name}.jsonl"
         path.unlink(missing_ok=True)

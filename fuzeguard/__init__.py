@@ -6,6 +6,7 @@ runs its detection layers before each one, and kills, warns or skips when it see
 
 from __future__ import annotations
 
+from fuzeguard._private.ask import Question
 from fuzeguard._private.config import Config
 from fuzeguard._private.exceptions import (
     ConfigError,
@@ -41,6 +42,7 @@ __all__ = [
     "FuzeguardError",
     "LimitUsage",
     "LoopDetected",
+    "Question",
     "Run",
     "RunStats",
     "StoreUnavailable",

@@ -80,5 +80,7 @@ def observe() -> Iterator[None]:
 
 
 def reset_implicit_run() -> None:
-    """Forget the implicit process-wide run, so the next call outside any run starts a fresh one."""
+    """Forget the implicit process-wide run, so the next call outside any run starts a fresh one,
+    and the runs a call outside any run would be warned about (created and not entered, or open
+    in another thread)."""
     _reset_implicit_run()

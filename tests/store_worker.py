@@ -56,7 +56,10 @@ def main(argv: list[str]) -> int:
     mode, url, name = argv[:3]
     n = int(argv[3]) if len(argv) > 3 else 0
     settings = json.loads(argv[4]) if len(argv) > 4 else {}
-    client = redis.Redis.from_url(url)
+    # No socket timeout: the waits at the barrier and for a turn are bounded by their own
+    # timeouts, and redis-py 8's default of 5 s cut them short when the other workers were slow
+    # to start (a busy machine).
+    client = redis.Redis.from_url(url, socket_timeout=None)
     client.blpop([f"go:{name}"], timeout=120)
     out: dict[str, object] = {}
     run_name = settings.pop("run", name)  # a run of its own, released with the others

@@ -19,7 +19,7 @@ def test_all_is_sorted() -> None:
 
 
 def test_all_is_complete_and_exported() -> None:
-    hidden = {"annotations", "events", "integrations", "layers", "metering", "testing"}
+    hidden = {"annotations", "events", "integrations", "layers", "metering", "report", "testing"}
     public = {n for n in vars(fuzeguard) if not n.startswith("_")} - hidden
     assert public == set(fuzeguard.__all__)
     assert all(hasattr(fuzeguard, n) for n in fuzeguard.__all__)
@@ -121,3 +121,20 @@ def test_run_events_are_named_after_the_module_they_are_imported_from() -> None:
 
     classes = [getattr(fuzeguard.events, n) for n in fuzeguard.events.__all__]
     assert {c.__module__ for c in classes if isinstance(c, type)} == {"fuzeguard.events"}
+
+
+def test_the_stop_report_and_its_parts_are_named_after_fuzeguard_report() -> None:
+    """What ``run.report()`` returns can be found, and annotated, by a public name."""
+    import fuzeguard.report
+
+    tool = fuzeguard.guard(lambda q: "same", name="search")
+    with fuzeguard.run() as run, pytest.raises(fuzeguard.LoopDetected):
+        for _ in range(10):
+            tool("q")
+    report = run.report()
+    assert isinstance(report, fuzeguard.report.StopReport)
+    assert all(isinstance(m, fuzeguard.report.Mark) for m in report.marks)
+    assert all(isinstance(s, fuzeguard.report.Suggestion) for s in report.suggestions)
+    assert {getattr(fuzeguard.report, n).__module__ for n in fuzeguard.report.__all__} == {
+        "fuzeguard.report"
+    }

@@ -153,26 +153,27 @@ def test_a_duration_too_long_to_count_is_a_config_error(tmp_path: Path) -> None:
 
 
 def test_parsing_a_twenty_thousand_digit_duration_takes_no_time() -> None:
-    """Before, matching was quadratic: 20,000 digits took 12 s or more."""
-    started = time.perf_counter()
+    """Before, matching was quadratic: 20,000 digits took 12 s or more. Timed in this thread's
+    CPU time, which a busy machine does not add to (wall time did: a shared CI machine)."""
+    started = time.thread_time()
     with pytest.raises(ValueError, match="cannot read"):
         parse_duration("1" * 20_000)
-    assert time.perf_counter() - started < 0.1
+    assert time.thread_time() - started < 0.1
 
 
 def test_a_twenty_thousand_digit_max_duration_in_toml_is_refused_at_once(tmp_path: Path) -> None:
     path = write(tmp_path / "fuze.toml", '[defaults]\nmax_duration = "' + "1" * 20_000 + '"\n')
-    started = time.perf_counter()
+    started = time.thread_time()
     with pytest.raises(ConfigError, match="20,000-character text"):
         Config.load(path)
-    assert time.perf_counter() - started < 1.0
+    assert time.thread_time() - started < 1.0
 
 
 def test_a_twenty_thousand_digit_max_duration_in_run_is_refused_at_once() -> None:
-    started = time.perf_counter()
+    started = time.thread_time()
     with pytest.raises(ConfigError, match="max_duration"):
         fuzeguard.run(max_duration="9" * 20_000 + "s")
-    assert time.perf_counter() - started < 1.0
+    assert time.thread_time() - started < 1.0
 
 
 def test_durations_with_several_parts_and_spaces_still_parse() -> None:

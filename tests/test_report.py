@@ -4,8 +4,13 @@ browser."""
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import html.parser
+import itertools
+import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -53,6 +58,9 @@ def test_report_names_the_layer_the_evidence_and_the_lines_that_change_the_outco
     assert out.count("web_search(query='cheapest flight to the moon')") == 7
     assert "same as call 1" in out
     assert "repeat_threshold = 7" in out and 'exempt_from = ["dedup"]' in out
+    # replayed under the config it ran under: the same outcome, said with the config's name
+    assert "Replayed under examples/traces/live.toml: the same outcome." in out
+    assert "recorded:" not in out
 
 
 def test_a_suggested_threshold_really_lets_the_recorded_run_through(
@@ -74,7 +82,7 @@ def test_report_of_a_run_that_was_not_stopped_says_so(
 ) -> None:
     out = _report(capsys, monkeypatch, "examples/traces/polling.jsonl", "--config",
                   "examples/traces/live.toml")
-    assert 'Run "polling" was not stopped.' in out
+    assert 'Run "polling" was not stopped, as the trace records.' in out
     assert "api_key='[redacted]'" in out
 
 
@@ -290,6 +298,163 @@ def test_a_live_report_offers_its_lines_as_candidates_to_check() -> None:
             lookup("k")
     text = run.report().text()
     assert "may change the outcome (check one with fuze replay --compare" in text
+
+
+def test_a_trace_replayed_under_another_config_reports_the_recorded_outcome_first(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A newcomer's review: run without --config, the report told the replay under built-in
+    defaults as what happened; the trace records warnings at calls 3 to 5, a skip at 6, the kill
+    at 7."""
+    monkeypatch.chdir(tmp_path)  # no fuze.toml here or above: built-in defaults
+    for key in [k for k in os.environ if k.startswith("FUZE_")]:
+        monkeypatch.delenv(key)
+    assert main(["report", str(TRACES / "stuck_search.jsonl")]) == 0
+    head = capsys.readouterr().out.split("\n\nEvidence")[0].splitlines()
+    assert head[1] == 'Run "stuck_search" was stopped at call 7 by dedup (a loop), as the trace records.'
+    assert head[3] == ("  Recorded: 7 calls, 5 ran; warned at calls 3, 4 and 5; answered by the guard "
+                       "at call 6.")
+    assert head[4].startswith("Replayed under built-in defaults, the outcome differs from call 5 "
+                              "on (recorded: warned; replayed: stopped).")
+    assert head[5] == "The replayed run was stopped at call 5 by dedup (a loop)."
+
+
+def test_the_evidence_marks_the_calls_whose_replayed_action_is_not_the_recorded_one(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = _report(capsys, monkeypatch, "examples/traces/ping_pong.jsonl", "--config",
+                  "tests/golden/cycle.toml")
+    rows = {line.split()[0]: line for line in out.split("Evidence")[1].split("\n\n")[0]
+            .splitlines()[1:]}
+    assert rows["5"].endswith("[recorded: warn]")
+    assert rows["8"].endswith("[cycle 4/3; recorded: skip]")
+    assert "recorded" not in rows["4"] and "recorded" not in rows["6"]
+
+
+def test_report_of_a_file_that_is_not_a_trace_is_a_usage_error_and_writes_no_page(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """A newcomer's review: it printed nothing, wrote an empty page and exited 0."""
+    bad = tmp_path / "config.jsonl"
+    bad.write_text('{"max_calls": 100}\n', encoding="utf-8")
+    page = tmp_path / "r.html"
+    assert main(["report", str(bad), "--html", str(page)]) == 2
+    assert f"{bad} is not a trace: none of its 1 line is a call" in capsys.readouterr().err
+    assert not page.exists()
+
+
+def _searches(n: int, **options: object) -> None:
+    @guard(name="web_search")
+    def web_search(query: str) -> str:
+        return "No results found."
+
+    with fuzeguard.run("research", **options), contextlib.suppress(LoopDetected):  # type: ignore[arg-type]
+        for i in range(n):
+            web_search(f"how to fix error {i}")
+
+
+def test_the_progress_window_suggested_acts_where_its_comment_says(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A newcomer's review: the report suggested progress_window = 9, "act after 9 calls"; the
+    layer makes a loop of twice the window, so replayed it acted after 18."""
+    monkeypatch.chdir(tmp_path)
+    _searches(40, trace="stopped/")
+    assert main(["report", "stopped/"]) == 0
+    found = re.search(r"progress_window = (\d+) +# now 4: act after (\d+) calls that bring "
+                      r"nothing new, not 8", capsys.readouterr().out)
+    assert found is not None
+    value, claimed = int(found[1]), int(found[2])
+    # The same agent, observed for longer, replayed with the suggested line.
+    _searches(60, trace="long/", enabled="observe")
+    (tmp_path / "candidate.toml").write_text(f"[functions.web_search]\nprogress_window = {value}\n")
+    assert main(["replay", "long/", "--config", "candidate.toml", "--ignore-code-settings",
+                 "--format", "json"]) == 0
+    acts = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    kills = [a["count"] for a in acts if a["layer"] == "progress" and a["action"] == "kill"]
+    assert kills[0] == claimed
+
+
+def test_a_threshold_whose_comment_misstates_where_the_layer_acts_is_not_offered(
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The check replays the trace with the line: changing the outcome is not enough, the layer
+    must act where the comment says (a value twice too large changes the outcome too)."""
+    from fuzeguard._private.advice import Suggestion, replayed_with
+    from fuzeguard._private.report import _acts_as_said, trace_reports
+
+    monkeypatch.chdir(ROOT)
+    config = fuzeguard.Config.load("examples/traces/live.toml")
+    [report] = trace_reports(["examples/traces/stuck_search.jsonl"], config)
+    right = Suggestion("functions.web_search", "repeat_threshold", "3", "", layer="dedup",
+                       acts_at=4, acted_at=3)
+    wrong_now = dataclasses.replace(right, acted_at=5)
+    wrong_then = dataclasses.replace(right, acts_at=6)
+    trials = replayed_with({("a", "", ""): right}, config, "examples/traces/stuck_search.jsonl",
+                           True)
+    assert trials is not None and (trial := trials[("a", "", "")]) is not None
+    assert trial.first_acted[("78867edcd538", "dedup", "web_search", False)] == 4
+    assert _acts_as_said(right, "78867edcd538", report.marks, trial)
+    assert not _acts_as_said(wrong_now, "78867edcd538", report.marks, trial)
+    assert not _acts_as_said(wrong_then, "78867edcd538", report.marks, trial)
+
+
+def test_the_picture_places_calls_by_their_order_evenly_and_scales_to_the_page() -> None:
+    """A newcomer's review: placed by wall time, 7 of the 9 calls of ping_pong shared a tenth
+    of the axis (a slow first call, then a burst), and the 1150 px picture overflowed the page."""
+    svg = (ROOT / "docs" / "images" / "stop-timeline.svg").read_text(encoding="utf-8")
+    xs = [float(x) for x in re.findall(r'<g class="call" data-index="\d+"[^>]*><title>.*?</title>'
+                                       r'<(?:circle|path)[^>]*?(?:cx="|d="M)([\d.]+)', svg, re.S)]
+    assert len(xs) == 10
+    # (the last, the kill, is a cross drawn from x - 7: the others are read at their centre)
+    steps = {round(b - a, 1) for a, b in itertools.pairwise(xs[:-1])}
+    assert len(steps) == 1 and steps.pop() > 20
+    head = svg.split(">", 1)[0]
+    assert 'style="max-width:100%;height:auto"' in head and 'viewBox="0 0 ' in head
+
+
+def test_an_early_warning_has_a_mark_of_its_own_and_the_legend_names_it() -> None:
+    @guard(name="web_search", on_loop=["warn", "kill"])
+    def web_search(query: str) -> str:
+        return "No results found."
+
+    with fuzeguard.run("research") as run, contextlib.suppress(LoopDetected):
+        for i in range(6):  # progress warns early after 4 calls that brought nothing new
+            web_search(f"how to fix error {i}")
+    found = _Marks()
+    page = run.report().html()
+    found.feed(page)
+    early = [m for m in found.marks if m.get("data-early") == "true"]
+    assert early and all(m["data-action"] == "warn" for m in early)
+    assert ">early warning</text>" in page and ">warned</text>" in page
+
+
+def test_a_live_runs_page_names_its_run_once() -> None:
+    """A newcomer's review: the page of ``run.report().html()`` repeated its heading."""
+    tool = guard(lambda q: "same", name="search")
+    with fuzeguard.run("checkout") as run, pytest.raises(LoopDetected):
+        for _ in range(5):
+            tool("q")
+    page = run.report().html()
+    assert page.count('fuzeguard: run &quot;checkout&quot;</h1>') == 1
+    assert "<h2>" not in page
+
+
+def test_the_picture_boxes_the_calls_the_replay_acted_on_otherwise_than_the_trace_records(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    page = tmp_path / "report.html"
+    _report(capsys, monkeypatch, "examples/traces/ping_pong.jsonl", "--config",
+            "tests/golden/cycle.toml", "--html", str(page))
+    text = page.read_text(encoding="utf-8")
+    found = _Marks()
+    found.feed(text)
+    boxed = {m["data-index"]: m["data-recorded"] for m in found.marks if "data-recorded" in m}
+    assert boxed == {"5": "warn", "7": "warn", "8": "skip", "9": "skip"}  # as the text says
+    assert "the trace records another action for this call" in text
+    _report(capsys, monkeypatch, "examples/traces/ping_pong.jsonl", "--config",
+            "examples/traces/live.toml", "--html", str(page))
+    assert "data-recorded" not in page.read_text(encoding="utf-8")  # the same outcome
 
 
 def _hostile_trace(path: Path, fn: str, run: str = "r1") -> Path:

@@ -293,3 +293,110 @@ def test_first_use_of_the_implicit_run_is_logged_once() -> None:
         tool(1)
         tool(2)
     assert [e["event"] for e in logs] == ["fuzeguard.implicit_run"]
+
+
+def _events(logs: list[dict[str, object]], name: str) -> list[dict[str, object]]:
+    return [e for e in logs if e["event"] == name]
+
+
+def test_a_run_created_without_with_is_named_when_a_call_misses_it() -> None:
+    """A newcomer's review: ``run = fuzeguard.run("x")`` without ``with`` sent the calls to the
+    implicit run, and the message did not name the run that was never entered."""
+    import structlog.testing
+
+    tool = make_tool()
+    run = fuzeguard.run("ticket-4711")
+    with structlog.testing.capture_logs() as logs:
+        tool(1)
+        tool(2)
+    [warning] = _events(logs, "fuzeguard.run_not_entered")
+    assert warning["run_name"] == "ticket-4711" and warning["log_level"] == "warning"
+    message = str(warning["message"])
+    assert "fuzeguard.run('ticket-4711')) but never entered" in message
+    assert "with fuzeguard.run('ticket-4711') as run:" in message
+    assert run.stats().calls == 0
+
+
+def test_a_run_entered_in_time_is_not_warned_about() -> None:
+    import structlog.testing
+
+    tool = make_tool()
+    with structlog.testing.capture_logs() as logs:
+        with fuzeguard.run("ticket"):
+            tool(1)
+        tool(2)  # after the run: the implicit run, as meant
+    assert [e["event"] for e in logs] == ["fuzeguard.implicit_run"]
+
+
+def test_a_tool_run_in_a_thread_pool_inside_a_run_says_why_it_missed_the_run() -> None:
+    """A newcomer's review: tools run in the application's ThreadPoolExecutor inside a run landed
+    in the implicit run, with a message naming neither the cause nor the fix."""
+    import structlog.testing
+
+    tool = make_tool()
+    with structlog.testing.capture_logs() as logs, fuzeguard.run("ticket") as run:
+        with ThreadPoolExecutor(1, thread_name_prefix="tools") as pool:
+            pool.submit(tool, 1).result()
+            pool.submit(tool, 2).result()
+            pool.submit(run.bind(tool), 3).result()  # the fix: the call reaches the run
+    [warning] = _events(logs, "fuzeguard.call_outside_run")
+    message = str(warning["message"])
+    assert "in thread 'tools_0'" in message and "run \"ticket\" is open in thread 'MainThread'" in message
+    assert "executor.submit(run.bind(tool), ...)" in message and "initializer=run.attach" in message
+    assert run.stats().calls == 1
+
+
+def test_calls_after_a_resume_outside_the_with_block_are_told_to_enter_it_again() -> None:
+    """A newcomer's review: ``run.resume()`` after the ``with`` block had ended sent the next
+    call silently to the implicit run."""
+    import structlog.testing
+
+    tool = make_tool()
+    with fuzeguard.run("ticket") as run, pytest.raises(LoopDetected):
+        for _ in range(5):
+            tool("same")
+    with structlog.testing.capture_logs() as logs:
+        run.resume(extra_calls=5)
+        tool("other")
+    [warning] = _events(logs, "fuzeguard.run_not_entered")
+    assert "resumed after its `with` block ended" in str(warning["message"])
+    assert "`with run:`" in str(warning["message"])
+
+
+def test_run_decorates_a_function_with_a_fresh_run_per_call() -> None:
+    """tenacity and stamina users write ``@fuzeguard.run("x")``: it was a TypeError."""
+    tool = make_tool()
+    seen: list[tuple[str | None, int]] = []
+
+    @fuzeguard.run("ticket", max_calls=10)
+    def task(n: int) -> str:
+        """Handle one ticket."""
+        for i in range(n):
+            tool(i)
+        run = fuzeguard.current_run()
+        seen.append((run.name, run.stats().calls))
+        return "done"
+
+    assert task(2) == "done" and task(3) == "done"
+    assert seen == [("ticket", 2), ("ticket", 3)]  # each call its own run
+    assert task.__name__ == "task" and task.__doc__ == "Handle one ticket."
+
+
+def test_run_decorates_a_coroutine_function() -> None:
+    tool = make_tool()
+
+    @fuzeguard.run("async-ticket")
+    async def task() -> tuple[str | None, int]:
+        tool(1)
+        run = fuzeguard.current_run()
+        return run.name, run.stats().calls
+
+    assert asyncio.run(task()) == ("async-ticket", 1)
+
+
+def test_run_as_a_decorator_of_a_generator_says_how_to_open_the_run() -> None:
+    def steps():  # type: ignore[no-untyped-def]
+        yield 1
+
+    with pytest.raises(TypeError, match="for a generator, open the run inside it"):
+        fuzeguard.run("x")(steps)

@@ -39,8 +39,18 @@ class Suggestion:
     key: str
     value: str
     why: str
-    # True once replaying the run's trace with this line alone changed how the run ended.
+    # True once replaying the run's trace with this line alone changed how the run ended and
+    # the layer acted where ``why`` says (``report._checked``).
     checked: bool = False
+    # For a threshold: the layer it sets, the count at which that layer first acts on a loop
+    # with this line (``acts_at``) and with the value the run had (``acted_at``), as ``why``
+    # states them; a replay of the trace checks both.
+    layer: str = ""
+    acts_at: int | None = None
+    acted_at: int | None = None
+    # Whether "acts" means a loop detection only (progress: its early warning comes first, at
+    # the window), or any detection of the layer (an early warning included).
+    loop_only: bool = False
 
     @property
     def line(self) -> str:
@@ -121,20 +131,28 @@ def suggestions(
         now = values[key]
         out.append(Suggestion(table, key, str(count),
                               f"now {now}: act on the {_ordinal(count + 1)} identical call, "
-                              f"not the {_ordinal(now + 1)}"))
+                              f"not the {_ordinal(now + 1)}", layer=layer, acts_at=count + 1,
+                              acted_at=now + 1))
     elif layer == "cycle" and count is not None:
         now = values["cycle_repeats"]
         out.append(Suggestion(table, "cycle_repeats", str(count),
-                              f"now {now}: act on lap {count + 1} of a cycle, not lap {now + 1}"))
+                              f"now {now}: act on lap {count + 1} of a cycle, not lap {now + 1}",
+                              layer=layer, acts_at=count + 1, acted_at=now + 1))
     elif layer == "progress" and count is not None:
+        # A loop is twice the window of calls that bring nothing new (``layers/progress.py``):
+        # the smallest window whose loop is longer than the one that stopped the run.
         now = values["progress_window"]
-        out.append(Suggestion(table, "progress_window", str(count + 1),
-                              f"now {now}: act after {count + 1} calls that bring nothing new"))
+        window = count // 2 + 1
+        out.append(Suggestion(table, "progress_window", str(window),
+                              f"now {now}: act after {2 * window} calls that bring nothing new, "
+                              f"not {2 * now}", layer=layer, acts_at=2 * window,
+                              acted_at=2 * now, loop_only=True))
     elif layer == "iterations" and count is not None:
         now = values["max_iterations"]
         out.append(Suggestion(table, "max_iterations", str(count),
                               f"now {now if now is not None else 'the built-in cap'}: "
-                              f"allow {count} calls of {fn} per run"))
+                              f"allow {count} calls of {fn} per run", layer=layer,
+                              acts_at=count + 1))
     elif layer == "cost_velocity" and stop.threshold is not None:
         key = ("cost_velocity_per_minute"
                if values["cost_velocity_per_minute"] == stop.threshold
@@ -163,25 +181,46 @@ def suggestions(
     return out
 
 
-def ends_with(
+@dataclass(frozen=True, slots=True)
+class Trial:
+    """A trace replayed with one suggested line added: the (run, call) of each kill, and the
+    count at which each layer first acted, by (run, layer, function, loop detections only)."""
+
+    kills: set[tuple[str | None, int]]
+    first_acted: dict[tuple[str | None, str, str, bool], int]
+
+
+def replayed_with(
     lines: Mapping[tuple[str, str, str], Suggestion], config: Config, path: str,
     use_code_settings: bool,
-) -> dict[tuple[str, str, str], set[tuple[str | None, int]] | None] | None:
-    """For each line, where the trace's runs end when it is replayed with that line added: the
-    (run, call) of each kill, or None for a line that cannot be applied. None when there are
-    no lines or more than ``MAX_CHECKED_LINES`` (each is one more replay of the trace)."""
+) -> dict[tuple[str, str, str], Trial | None] | None:
+    """For each line, the ``Trial`` of the trace replayed with that line added, or None for a
+    line that cannot be applied. None when there are no lines or more than
+    ``MAX_CHECKED_LINES`` (each is one more replay of the trace)."""
     from fuzeguard._private.exceptions import ConfigError
-    from fuzeguard._private.replay import Replayer
+    from fuzeguard._private.replay import ReplayedDetection, Replayer
 
     if not lines or len(lines) > MAX_CHECKED_LINES:
         return None
-    ends: dict[tuple[str, str, str], set[tuple[str | None, int]] | None] = {}
+    trials: dict[tuple[str, str, str], Trial | None] = {}
     for key, line in lines.items():
         try:
             candidate = line.applied(config)
         except (ConfigError, ValueError, TypeError):
-            ends[key] = None
+            trials[key] = None
             continue
-        replayed = Replayer(candidate, use_code_settings=use_code_settings, keep=0)
-        ends[key] = {(k.run, k.call) for k in replayed.replay_file(path).kills}
-    return ends
+        first: dict[tuple[str | None, str, str, bool], int] = {}
+
+        def found(item: ReplayedDetection,
+                  first: dict[tuple[str | None, str, str, bool], int] = first) -> None:
+            d = item.detection
+            if d.count is not None:
+                first.setdefault((item.run, d.layer, d.fn, False), d.count)
+                if d.kind == "loop":
+                    first.setdefault((item.run, d.layer, d.fn, True), d.count)
+
+        replayed = Replayer(candidate, use_code_settings=use_code_settings, keep=0,
+                            on_detection=found)
+        kills = {(k.run, k.call) for k in replayed.replay_file(path).kills}
+        trials[key] = Trial(kills, first)
+    return trials

@@ -668,13 +668,8 @@ def replay(
             if extra > 0:
                 print(f"fuze replay: ... and {extra} more problem lines in {printable(name)}",
                       file=err)
-        if summary.calls and not summary.call_lines:
+        if not _is_trace("fuze replay", summary, err):
             not_traces.append(path)
-            print(f"fuze replay: {printable(path)} is not a trace: none of its {summary.calls:,} "
-                  f"line{_s(summary.calls)} is a call (a JSON object with \"fn\", one per "
-                  "line, as fuzeguard records them)", file=err)
-        elif not summary.calls:
-            print(f"fuze replay: warning: {printable(path)} holds no calls", file=err)
         total_calls += summary.calls
         total_runs += summary.runs
         total_detections += summary.detected
@@ -692,11 +687,8 @@ def replay(
         bar.close()
     out.flush()
     if fmt == "text":
-        where = ", ".join(config.files) or "built-in defaults"
-        if config.env:
-            where += f" (env {config.env})"
         print(f"\nReplayed {len(files)} trace{_s(len(files))}: {total_calls:,} call{_s(total_calls)} in "
-              f"{total_runs:,} run{_s(total_runs)}, under {where}.", file=out)
+              f"{total_runs:,} run{_s(total_runs)}, under {config.described}.", file=out)
         if total_detections:
             layers = ", ".join(f"{k} {v}" for k, v in sorted(by_layer.items(), key=lambda kv: -kv[1]))
             actions = ", ".join(f"{k} {v}" for k, v in sorted(by_action.items(), key=lambda kv: -kv[1]))
@@ -714,6 +706,20 @@ def replay(
     if fail_on_detect and total_detections:
         return EXIT_DETECTED
     return EXIT_OK
+
+
+def _is_trace(command: str, summary: TraceSummary, err: TextIO) -> bool:
+    """Whether what was replayed is a trace: lines and none of them a call is not (said on
+    ``err``); an empty file is one, with a warning."""
+    path = printable(summary.trace)
+    if summary.calls and not summary.call_lines:
+        print(f"{command}: {path} is not a trace: none of its {summary.calls:,} "
+              f"line{_s(summary.calls)} is a call (a JSON object with \"fn\", one per "
+              "line, as fuzeguard records them)", file=err)
+        return False
+    if not summary.calls:
+        print(f"{command}: warning: {path} holds no calls", file=err)
+    return True
 
 
 def _unreplayable(path: str, exc: Exception, err: TextIO) -> int:
@@ -832,9 +838,15 @@ def report(
     def on_problem(problem: Problem) -> None:
         print(f"fuze report: {problem}", file=err)
 
+    not_traces: list[str] = []
+
+    def on_summary(summary: TraceSummary) -> None:
+        if not _is_trace("fuze report", summary, err):
+            not_traces.append(summary.trace)
+
     try:
         reports = trace_reports(files, config, use_code_settings=use_code_settings,
-                                on_problem=on_problem)
+                                on_problem=on_problem, on_summary=on_summary)
     except OSError as exc:
         if isinstance(exc, BrokenPipeError):
             raise
@@ -844,7 +856,7 @@ def report(
         if i:
             out.write("\n")
         out.write("\n".join(map(printable, item.text().split("\n"))))
-    if html is not None:
+    if html is not None and reports:
         title = "fuzeguard report: " + ", ".join(files) if len(files) <= 3 else (
             f"fuzeguard report: {len(files)} traces")
         try:
@@ -853,7 +865,7 @@ def report(
             print(f"fuze report: cannot write {html}: {exc.strerror or exc}", file=err)
             return EXIT_USAGE
         print(f"fuze report: wrote {html}", file=err)
-    return EXIT_OK
+    return EXIT_USAGE if not_traces else EXIT_OK
 
 
 # --------------------------------------------------------------------------- compare

@@ -203,6 +203,12 @@ class Config:
         """Names of the functions that have their own table."""
         return tuple(self._functions)
 
+    @property
+    def described(self) -> str:
+        """Where its values come from, in words: its files (or built-in defaults) and env."""
+        files = ", ".join(self.files) or "built-in defaults"
+        return f"{files} (env {self.env})" if self.env else files
+
     def __repr__(self) -> str:
         files = ", ".join(self.files) or "built-in defaults"
         env = f", env={self.env!r}" if self.env else ""

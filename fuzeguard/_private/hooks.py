@@ -69,6 +69,9 @@ def run_hooks(hooks: Sequence[Hook], detection: Detection, run_id: str) -> None:
         _queue.put(hooks, detection, run_id, context)
         return
     state = _Progress()
+    # Until the thread reaches it, the first hook counts as running: a thread slow to start (a
+    # busy machine) overruns in it, and later detections skip it, as they would a slow hook.
+    state.hook, state.since = hooks[0], time.monotonic()
     worker = threading.Thread(target=context.run, args=(_call_all, hooks, detection, run_id, state),
                               daemon=True, name="fuzeguard-hooks")
     worker.start()
@@ -160,13 +163,17 @@ class _Worker:
 class _Queue:
     """The hooks of detections made on an event loop's thread, called in order by one helper
     thread that exists while there is work. A worker found in one hook for longer than
-    ``HOOK_TIMEOUT`` (checked as detections come and by a timer on the loop) is left to that
-    hook, which then counts as hanging, and a fresh worker takes over the queue."""
+    ``HOOK_TIMEOUT`` (checked as detections come, and by a timer on the loop while there is
+    work) is left to that hook, which then counts as hanging, and a fresh worker takes over the
+    queue."""
 
     def __init__(self) -> None:
         self.lock = new_lock()
         self.jobs: deque[_Job] = deque()
         self.worker: _Worker | None = None
+        # The event loop a timer that will check the worker is set on: one timer at a time, while
+        # there is work (a loop that ended with its timer pending leaves it here: not running).
+        self.armed: Any = None
 
     def put(self, hooks: Sequence[Hook], detection: Detection, run_id: str,
             context: contextvars.Context) -> None:
@@ -188,7 +195,21 @@ class _Queue:
             started.thread.start()
         import asyncio  # already imported: the caller runs an event loop
 
-        asyncio.get_running_loop().call_later(HOOK_TIMEOUT, self.check)
+        loop = asyncio.get_running_loop()
+        if self.armed is not loop:
+            self._arm(loop)
+
+    def _arm(self, loop: Any) -> None:
+        self.armed = loop
+        loop.call_later(HOOK_TIMEOUT, self._tick, loop)
+
+    def _tick(self, loop: Any) -> None:
+        """The timer: check the worker, and look again while there is work (a worker that had
+        not reached its hook yet, on a busy machine, is timed from when it does)."""
+        self.armed = None
+        self.check()
+        if self.worker is not None:
+            self._arm(loop)
 
     def work(self, me: _Worker) -> None:
         while True:

@@ -1,37 +1,53 @@
-"""Structured log events. The library never configures structlog; it only asks for a logger.
+"""Structured log events. The library configures no logging; it uses the application's.
 
-Where events go:
+Where events go, decided for every event (configuring logging after the first event counts):
 
 - the application configured structlog (``structlog.is_configured()``) with a logger of its
   own: through its pipeline, ``structlog.get_logger("fuzeguard")``, wherever that sends them;
-- it did not, or its configured logger is structlog's default one, printing to standard output:
-  to **standard error**, through the configured processors. Standard output is the protocol
-  channel of MCP stdio servers and the data channel of command-line tools: a library must never
-  write there. (``structlog.testing.capture_logs()`` leaves structlog "configured" with the
-  default logger: events after it still go to standard error.)
+- it configured structlog, but its logger is structlog's default one, printing to standard
+  output (``structlog.testing.capture_logs()`` leaves it so): through the configured processors,
+  to **standard error**. Standard output is the protocol channel of MCP stdio servers and the
+  data channel of command-line tools: a library must never write there;
+- it did not configure structlog (most applications: they use the standard library's
+  ``logging``): to the standard library logger ``fuzeguard``, whose level, handlers and filters
+  (and its parents') decide, as for any library. Each record's message is the event and its
+  fields as ``key=value`` (``fuzeguard.loop_detected action=warn ...``); the record also carries
+  them apart, as ``record.event`` (the name) and ``record.fields`` (a dict), for a formatter that
+  writes JSON. With no handler configured anywhere, Python prints warnings and errors on
+  standard error (``logging.lastResort``).
 
-The choice is made for every event, so configuring structlog after the first event still counts.
+Both ``logging`` and the structlog check are ready at import: the first event, made inside the
+guarded call that detected something, imports and sets up nothing.
 """
 
 from __future__ import annotations
 
+import logging
 import sys
 from typing import Any
 
+# The standard library logger of every event when structlog is not configured.
+stdlib_logger = logging.getLogger("fuzeguard")
+_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING,
+           "error": logging.ERROR, "critical": logging.CRITICAL}
+
 _configured_logger: Any = None
-# The fallback logger, and the stream and structlog settings it was built with: rebuilt when
-# sys.stderr is replaced or structlog is configured anew.
+# The fallback structlog logger, and the stream and structlog settings it was built with:
+# rebuilt when sys.stderr is replaced or structlog is configured anew.
 _stderr_logger: Any = None
 _stderr_key: tuple[Any, ...] = (None, None, None, None)
 
 
 def logger() -> Any:
-    """The logger the next event goes to (see the module docstring); imported on first use to
-    keep ``import fuzeguard`` cheap."""
+    """The logger the next event goes to (see the module docstring): a structlog logger, the
+    standard library's ``fuzeguard`` logger, or None (structlog's fallback with no standard
+    error to write to)."""
     global _configured_logger, _stderr_logger, _stderr_key
-    import structlog
-
-    if structlog.is_configured() and not _prints_to_stdout(structlog.get_config()["logger_factory"]):
+    # Not imported here: an application that configured structlog has imported it.
+    structlog = sys.modules.get("structlog")
+    if structlog is None or not structlog.is_configured():
+        return stdlib_logger
+    if not _prints_to_stdout(structlog.get_config()["logger_factory"]):
         if _configured_logger is None:
             _configured_logger = structlog.get_logger("fuzeguard")
         return _configured_logger
@@ -54,8 +70,7 @@ def logger() -> Any:
 def _prints_to_stdout(factory: Any) -> bool:
     """Whether loggers from ``factory`` write to standard output: structlog's own print, write
     and bytes loggers do when made without a file, or with standard output (or its buffer)."""
-    import structlog
-
+    structlog = sys.modules["structlog"]
     if not isinstance(factory, (structlog.PrintLoggerFactory, structlog.WriteLoggerFactory,
                                 structlog.BytesLoggerFactory)):
         return False
@@ -66,11 +81,27 @@ def _prints_to_stdout(factory: Any) -> bool:
     return any(target is out or target is getattr(out, "buffer", None) for out in outs)
 
 
+def line(event: str, fields: dict[str, Any]) -> str:
+    """``event key=value ...``, keys sorted; a text with spaces or quotes is quoted (repr)."""
+    parts = [event]
+    for key in sorted(fields):
+        value = fields[key]
+        if isinstance(value, str) and (not value or any(c in value for c in " \t\n'\"=")):
+            value = repr(value)
+        parts.append(f"{key}={value}")
+    return " ".join(parts)
+
+
 def emit(level: str, event: str, **fields: Any) -> None:
     """Log one event; a broken logging setup never breaks a guarded call."""
     try:
         target = logger()
-        if target is not None:
+        if target is stdlib_logger:
+            levelno = _LEVELS[level]
+            if target.isEnabledFor(levelno):
+                target.log(levelno, "%s", line(event, fields),
+                           extra={"event": event, "fields": fields})
+        elif target is not None:
             getattr(target, level)(event, **fields)
     except Exception:  # pragma: no cover - depends on the application's logging setup
         pass

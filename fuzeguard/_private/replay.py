@@ -458,7 +458,9 @@ class Replayer:
     keeps (None: all), so that a huge trace full of detections replays in bounded memory.
     ``max_line`` is the longest line read, in characters (longer ones are reported and skipped).
     ``on_run`` is called with each run a replay starts, before its first call (``fuze report``
-    subscribes its timeline there).
+    subscribes its timeline there); ``on_line`` with each call's line and the run it belongs
+    to, before it is replayed, also after the run was killed (``fuze report`` reads the outcome
+    the trace records there).
     """
 
     def __init__(
@@ -471,9 +473,11 @@ class Replayer:
         keep: int | None = None,
         max_line: int = MAX_LINE,
         on_run: Callable[[ReplayRun], object] | None = None,
+        on_line: Callable[[ReplayRun, dict[str, Any]], object] | None = None,
     ) -> None:
         self.config = config
         self.on_run = on_run
+        self.on_line = on_line
         self.on_detection = on_detection
         self.on_problem = on_problem
         self.use_code_settings = use_code_settings
@@ -536,6 +540,7 @@ class Replayer:
         summary = TraceSummary(label)
         runs: dict[str | None, _RunReplay] = {}
         scan = _scanner
+        on_line = self.on_line
         position = 0
         done = 0
         lineno = 0
@@ -620,6 +625,8 @@ class Replayer:
                         self.config, obj.get("run_info"), summary, key, self.use_code_settings,
                         note, self,
                     )
+                if on_line is not None:
+                    on_line(state.run, obj)
                 if state.dead and "resumed" not in obj:
                     summary.not_evaluated += 1
                 else:

@@ -64,8 +64,9 @@ class _Replayed:
 
 
 def _spec(replayer: Replayer) -> _Spec:
-    if replayer.on_run is not None:
-        raise ValueError("a replay across processes cannot hand its runs to on_run; use jobs=1")
+    if replayer.on_run is not None or replayer.on_line is not None:
+        raise ValueError("a replay across processes cannot hand its runs to on_run or on_line; "
+                         "use jobs=1")
     return _Spec(replayer.config, replayer.use_code_settings, replayer.keep, replayer.max_line,
                  replayer.on_detection is not None, replayer.on_problem is not None)
 

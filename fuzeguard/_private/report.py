@@ -12,16 +12,17 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from fuzeguard._private.advice import Suggestion, ends_with, number, suggestions
+from fuzeguard._private.advice import Suggestion, Trial, number, replayed_with, suggestions
+from fuzeguard._private.recorded import ACTIONS, Recorded, RecordedRun
 from fuzeguard._private.records import Detection
 from fuzeguard._private.terminal import printable
 from fuzeguard._private.timeline import Mark
 
 if TYPE_CHECKING:
     from fuzeguard._private.config import Config
-    from fuzeguard._private.replay import Problem, ReplayedDetection
+    from fuzeguard._private.replay import Problem, ReplayedDetection, ReplayRun, TraceSummary
     from fuzeguard._private.run import Run
 
 # Calls shown as evidence, newest last.
@@ -37,7 +38,9 @@ class StopReport:
     that show the loop; ``calls``, ``cost`` and ``elapsed`` what the run spent; ``skipped`` the
     calls the guard answered; ``saved_cost`` what those would have cost at the price of the
     call they repeated; ``later_calls`` the calls a trace recorded after the stop (calls the stop
-    would have saved); ``source`` the trace the run was replayed from.
+    would have saved); ``source`` the trace the run was replayed from, ``replayed_under`` the
+    config it was replayed under (in words) and ``recorded`` the outcome the trace records,
+    which the report gives first: everything else is the replay's.
     """
 
     run: str
@@ -55,6 +58,8 @@ class StopReport:
     later_calls: int = 0
     source: str | None = None
     notes: tuple[str, ...] = field(default=())
+    recorded: Recorded | None = None
+    replayed_under: str | None = None
 
     def text(self) -> str:
         """The report as plain text (what ``str()`` gives)."""
@@ -64,13 +69,14 @@ class StopReport:
         """One self-contained HTML page: the report and a timeline picture of the run."""
         from fuzeguard._private.report_html import page
 
-        return page([self], title or f"fuzeguard: run {self.run}")
+        return page([self], title or f"fuzeguard: run {self.run}", headings=False)
 
     def __str__(self) -> str:
         return self.text()
 
 
-def report_of(run: Run, *, later_calls: int = 0, source: str | None = None) -> StopReport:
+def report_of(run: Run, *, later_calls: int = 0, source: str | None = None,
+              recorded: Recorded | None = None, replayed_under: str | None = None) -> StopReport:
     """The report of ``run`` as it is now: the marks its timeline collected (replay), else its
     history, detections and the arguments previewed when layers fired (live)."""
     timeline = run._timeline
@@ -104,6 +110,8 @@ def report_of(run: Run, *, later_calls: int = 0, source: str | None = None) -> S
                                       timeline.plans.get(stop.fn) if timeline and stop else None)),
         later_calls=later_calls,
         source=source,
+        recorded=recorded,
+        replayed_under=replayed_under,
     )
 
 
@@ -113,27 +121,36 @@ def trace_reports(
     *,
     use_code_settings: bool = True,
     on_problem: Callable[[Problem], object] | None = None,
+    on_summary: Callable[[TraceSummary], object] | None = None,
 ) -> list[StopReport]:
     """The report of each run recorded in the traces (or directories of them), replayed under
-    ``config`` through the same decision path as live calls (``replay.py``)."""
+    ``config`` through the same decision path as live calls (``replay.py``), with the outcome
+    each trace records. ``on_summary`` gets what replaying each trace found."""
     from fuzeguard._private.replay import Replayer, trace_files
     from fuzeguard._private.timeline import Timeline
 
-    runs: list[Run] = []
+    runs: dict[int, tuple[Run, RecordedRun]] = {}
 
-    def attach(run: Run) -> None:
+    def attach(run: ReplayRun) -> None:
         run._timeline = Timeline(run, full=True)
-        runs.append(run)
+        runs[id(run)] = (run, RecordedRun())
+
+    def read(run: ReplayRun, line: dict[str, Any]) -> None:
+        runs[id(run)][1].add(line)
 
     replayer = Replayer(config, on_problem=on_problem, use_code_settings=use_code_settings,
-                        keep=0, on_run=attach)
+                        keep=0, on_run=attach, on_line=read)
     reports: list[StopReport] = []
     for path in trace_files(paths):
         runs.clear()
         summary = replayer.replay_file(path)
+        if on_summary is not None:
+            on_summary(summary)
         # The calls after a kill are counted per trace: per run only when it holds one.
         later = summary.not_evaluated if len(runs) == 1 else 0
-        found = [report_of(run, later_calls=later, source=path) for run in runs]
+        found = [report_of(run, later_calls=later, source=path, recorded=lines.outcome(),
+                           replayed_under=config.described)
+                 for run, lines in runs.values()]
         if path != "-":  # a stream cannot be read again
             found = _checked(found, summary.kills, config, path, use_code_settings)
         reports.extend(found)
@@ -142,16 +159,17 @@ def trace_reports(
 
 def _checked(reports: list[StopReport], kills: Sequence[ReplayedDetection], config: Config,
              path: str, use_code_settings: bool) -> list[StopReport]:
-    """The reports with only the suggested lines that change how their run ended, each line
-    checked by replaying the trace with it (``advice.ends_with``)."""
+    """The reports with only the suggested lines that change how their run ended and, for a
+    threshold, act where their comment says: each line checked by replaying the trace with it
+    (``advice.replayed_with``)."""
     stops = {id(k.detection): (k.run, k.call) for k in kills}
     lines: dict[tuple[str, str, str], Suggestion] = {}
     for report in reports:
         if report.stop is not None and id(report.stop) in stops:
             for s in report.suggestions:
                 lines.setdefault((s.table, s.key, s.value), s)
-    ends = ends_with(lines, config, path, use_code_settings)
-    if ends is None:
+    trials = replayed_with(lines, config, path, use_code_settings)
+    if trials is None:
         return reports
     out = []
     for report in reports:
@@ -159,12 +177,30 @@ def _checked(reports: list[StopReport], kills: Sequence[ReplayedDetection], conf
         if stop is not None:
             kept = []
             for s in report.suggestions:
-                end = ends[(s.table, s.key, s.value)]
-                if end is not None and stop not in end:
+                trial = trials[(s.table, s.key, s.value)]
+                if trial is not None and stop not in trial.kills and _acts_as_said(
+                    s, stop[0], report.marks, trial
+                ):
                     kept.append(dataclasses.replace(s, checked=True))
             report = dataclasses.replace(report, suggestions=tuple(kept))
         out.append(report)
     return out
+
+
+def _acts_as_said(s: Suggestion, run: str | None, marks: Sequence[Mark], trial: Trial) -> bool:
+    """Whether a threshold's layer first acted, on the function it is set for, where the line's
+    comment says: at ``acted_at`` in the replay as it was, and at ``acts_at`` with the line (or
+    not at all: the trace ended before that count)."""
+    if s.acts_at is None:
+        return True
+    fn = s.table.removeprefix("functions.")
+    if s.acted_at is not None:
+        before = next((d.count for m in marks for d in m.detections
+                       if d.layer == s.layer and d.fn == fn
+                       and (d.kind == "loop" or not s.loop_only)), None)
+        if before != s.acted_at:
+            return False
+    return trial.first_acted.get((run, s.layer, fn, s.loop_only), s.acts_at) == s.acts_at
 
 
 def report_of_detection(detection: Detection, calls: int, cost: float, elapsed: float,
@@ -283,13 +319,11 @@ def render_text(report: StopReport) -> str:
     stop = report.stop
     if report.source is not None:
         lines.append(f"Trace {report.source}")
-    if stop is None:
-        lines.append(f"Run {report.run} was not stopped.")
+    recorded = report.recorded
+    if recorded is None:
+        lines.extend(_stopped(f"Run {report.run} was", stop, ""))
     else:
-        what = {"limit": "a budget", "loop": "a loop", "warning": "a warning"}.get(stop.kind, "")
-        lines.append(f"Run {report.run} was stopped at call {stop.call_index} by {stop.layer} "
-                     f"({what}{': ' + str(stop.pattern) if stop.kind == 'limit' else ''}).")
-        lines.append(f"  {stop.message}")
+        lines.extend(_recorded(report, recorded))
     if report.evidence:
         known = outcomes(report.marks)
         lines.append("")
@@ -299,8 +333,11 @@ def render_text(report: StopReport) -> str:
         rows = []
         for m in report.evidence:
             call = f"{m.fn}({m.args})" if m.args is not None else m.fn
-            rows.append((str(m.index), f"{m.start:.3f}s", m.action, call, known[m.index],
-                         _fired(m)))
+            fired = _fired(m)
+            was = recorded_otherwise(recorded, m)
+            if was is not None:
+                fired += ("; " if fired else "") + f"recorded: {was}"
+            rows.append((str(m.index), f"{m.start:.3f}s", m.action, call, known[m.index], fired))
         widths = [max(len(r[i]) for r in rows) for i in range(4)]
         for r in rows:
             cells = [r[0].rjust(widths[0]), r[1].rjust(widths[1]), r[2].ljust(widths[2]),
@@ -367,6 +404,76 @@ def _names_shown(report: StopReport, text: str) -> str:
         if not name.isprintable():
             text = text.replace(name, printable(name))
     return text
+
+
+def _stopped(subject: str, stop: Detection | None, how: str) -> list[str]:
+    """``subject`` stopped (or not), by what and why; ``how`` qualifies it (", as recorded")."""
+    if stop is None:
+        return [f"{subject} not stopped{how}."]
+    what = {"limit": "a budget", "loop": "a loop", "warning": "a warning"}.get(stop.kind, "")
+    if stop.kind == "limit" and stop.pattern is not None:
+        what += f": {stop.pattern}"
+    return [f"{subject} stopped at call {stop.call_index} by {stop.layer} ({what}){how}.",
+            f"  {stop.message}"]
+
+
+# What the guard did to a call, in the words of a report.
+_DID = {"warn": "warned", "skip": "answered by the guard", "kill": "stopped",
+        "observe": "fired in observe mode", "call": "called"}
+
+
+def _recorded(report: StopReport, recorded: Recorded) -> list[str]:
+    """The outcome the trace records, then whether the replay under the report's config gives
+    the same (the rest of the report is the replay's)."""
+    first = first_difference(recorded, report.marks)
+    # The same outcome replayed: the replay's detection says it with what a trace leaves out.
+    stop = report.stop if first is None and report.stop is not None else recorded.stop
+    lines = _stopped(f"Run {report.run} was", stop, ", as the trace records")
+    story = [f"{recorded.calls} call{_s(recorded.calls)}, {recorded.ran} ran"]
+    for action in ACTIONS:
+        at = sorted(i for i, a in recorded.actions.items() if a == action)
+        if at and action != "kill":
+            story.append(f"{_DID[action]} at {_calls(at)}")
+    lines.append("  Recorded: " + "; ".join(story) + ".")
+    under = report.replayed_under or "the given config"
+    if first is None:
+        lines.append(f"Replayed under {under}: the same outcome.")
+        return lines
+    index, was, now = first
+    lines.append(f"Replayed under {under}, the outcome differs from call {index} on (recorded: "
+                 f"{_DID[was]}; replayed: {_DID[now]}). The rest of this report is the replay's:")
+    lines.extend(_stopped("The replayed run was", report.stop, ""))
+    return lines
+
+
+def recorded_otherwise(recorded: Recorded | None, mark: Mark) -> str | None:
+    """The action the trace records for ``mark``'s call when the replay acted otherwise on it
+    (``"call"``: the guard did nothing to it then), else None."""
+    if recorded is None:
+        return None
+    was = recorded.actions.get(mark.index, "call")
+    return was if was != (mark.action if mark.action in ACTIONS else "call") else None
+
+
+def first_difference(recorded: Recorded, marks: Sequence[Mark]) -> tuple[int, str, str] | None:
+    """The first call whose replayed action differs from the recorded one: (call, recorded
+    action, replayed action), or None when the replay acted on the same calls in the same way.
+    A call the replay did not reach (its run was stopped earlier) counts as not acted on."""
+    replayed = {m.index: m.action for m in marks if m.action in ACTIONS}
+    for index in sorted(recorded.actions.keys() | replayed.keys()):
+        was, now = recorded.actions.get(index, "call"), replayed.get(index, "call")
+        if was != now:
+            return index, was, now
+    return None
+
+
+def _calls(indices: Sequence[int], shown: int = 6) -> str:
+    """``call 3``, ``calls 3, 4 and 7``, or ``calls 3, 4, ... and 12 more``."""
+    if len(indices) == 1:
+        return f"call {indices[0]}"
+    if len(indices) <= shown:
+        return "calls " + ", ".join(map(str, indices[:-1])) + f" and {indices[-1]}"
+    return "calls " + ", ".join(map(str, indices[:shown])) + f" and {len(indices) - shown} more"
 
 
 def _s(n: int) -> str:

@@ -8,13 +8,15 @@ stats and controls. Its state and the bookkeeping that keeps it are ``RunState``
 from __future__ import annotations
 
 import contextvars
+import functools
+import inspect
 import os
 import time
 from collections.abc import Callable, Iterable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, ClassVar, ParamSpec, TypeVar
 
-from fuzeguard._private import budget
+from fuzeguard._private import astray, budget
 from fuzeguard._private.config import Config, discovered_config
 from fuzeguard._private.events import (
     EVENT_TYPES,
@@ -99,6 +101,8 @@ def implicit_run() -> Run:
     arguments of the call that was killed is refused at once (``ImplicitRun``).
     """
     global _implicit
+    if astray._awaited is not None or astray._open:  # a run this call may have missed
+        astray.explain()
     run = _implicit
     if run is not None and run._killed is None:
         return run
@@ -128,6 +132,7 @@ def implicit_run() -> Run:
 
 def _reset_implicit_run() -> None:
     global _implicit
+    astray.forget()
     with _implicit_lock:
         if _implicit is not None:
             _implicit.close()
@@ -176,6 +181,8 @@ class Run(RunState):
         self.hooks: tuple[DetectHook, ...] = _as_hooks(on_detect)
         # Answers the "ask" action (``ask.py``).
         self.ask_hook: AskHook | None = ask
+        # The run this one works for, as given (``__call__`` makes runs like this one).
+        self._parent = parent
         self.started_at = time.time()
         # How many ``with`` blocks (in any task, thread or loop) are inside the run right now.
         self._entered = 0
@@ -199,8 +206,10 @@ class Run(RunState):
         with self._lock:
             first = self._entered == 0
             self._entered += 1
-        if first and self._store is not None:
-            self._store.open(self)
+        if first:
+            astray.entered(self)
+            if self._store is not None:
+                self._store.open(self)
         _current.set((*_current.get(), self))
         return self
 
@@ -218,6 +227,7 @@ class Run(RunState):
             self._entered = max(0, self._entered - 1)
             last = self._entered == 0
         if last:
+            astray.left(self)
             self.close()
 
     async def __aenter__(self) -> Run:
@@ -235,6 +245,37 @@ class Run(RunState):
         if last and self._store is not None:
             await self._store.aflush(self, everything=True)  # ``close`` finds nothing to send
         self.__exit__(tp, exc, tb)
+
+    def __call__(self, fn: Callable[P, R]) -> Callable[P, R]:
+        """``@fuzeguard.run("ticket")`` on a task's function: each call of it runs in a fresh run
+        made as this one was (same name, config, settings, hooks and parent), so that the calls
+        of one task are judged together and those of the next start afresh. Works on plain and
+        coroutine functions.
+        """
+        if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn) or not callable(fn):
+            raise TypeError(
+                f"@fuzeguard.run(...) takes a function or a coroutine function, got {fn!r}: for a "
+                "generator, open the run inside it (`with fuzeguard.run(...):`)"
+            )
+        astray.settled(self)  # made to decorate: its calls go to the runs made from it
+        name, config, hooks, parent, ask = self.name, self.config, self.hooks, self._parent, \
+            self.ask_hook
+
+        def fresh() -> Run:
+            return Run(name, config=config, on_detect=hooks, parent=parent, ask=ask)
+
+        if inspect.iscoroutinefunction(fn):
+            async def in_a_run_async(*args: Any, **kwargs: Any) -> Any:
+                async with fresh():
+                    return await fn(*args, **kwargs)
+
+            return functools.wraps(fn)(in_a_run_async)  # type: ignore[return-value]
+
+        def in_a_run(*args: P.args, **kwargs: P.kwargs) -> R:
+            with fresh():
+                return fn(*args, **kwargs)
+
+        return functools.wraps(fn)(in_a_run)
 
     def attach(self) -> None:
         """Make this run current in the calling thread's context, for good.
@@ -449,6 +490,8 @@ class Run(RunState):
                 base = values["max_duration"]
                 raised["max_duration"] = (self.elapsed() if base is None else base) + extra_time
             self._resumed(raised, note)
+            if self._entered == 0:
+                astray.awaiting(self, "resumed")
         self._drain()
         emit("warning", "fuzeguard.run_resumed", run_id=self.id, run_name=self.name,
              layer=killed.layer, fn=killed.fn, call_index=killed.call_index,
@@ -786,4 +829,6 @@ def run(
     answers the ``"ask"`` action of ``on_loop``: a function (or coroutine function) of a
     ``Question`` that answers ``"continue"``, ``"skip"`` or ``"kill"`` (docs/stopped.md).
     """
-    return Run(name, config=config, on_detect=on_detect, parent=parent, ask=ask, **settings)
+    made = Run(name, config=config, on_detect=on_detect, parent=parent, ask=ask, **settings)
+    astray.awaiting(made, "created")
+    return made

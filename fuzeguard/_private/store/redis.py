@@ -33,6 +33,8 @@ holds. **When Redis lost the run** (restarted without its data, or expired), the
 reach it creates it afresh under a new epoch, with the same id; every process that finds a new
 epoch reloads the run from it and writes back what it did itself since the run's last reset
 (its calls and cost, and the kill it knew of). The loop history before the loss is not rebuilt.
+A process whose very first read of the run failed (the store slow or down from the start) writes
+back what it did before it could read it the same way.
 """
 
 from __future__ import annotations
