@@ -121,7 +121,7 @@ def test_merged_replay_reads_gzip_traces(tmp_path: Path) -> None:
     assert summary.calls == 5 and found == _plain(tmp_path, STUCK)
 
 
-@pytest.mark.parametrize("corpus", ["peers", "real"])
+@pytest.mark.parametrize("corpus", ["peers", "real", "agentdojo"])
 def test_each_labelled_corpus_is_in_the_repository_compressed_and_complete(corpus: str) -> None:
     """Every labelled trace is present as ``NAME.jsonl.gz`` beside truth.json, score.py and a
     README saying where the traces came from; nothing is read from outside the checkout."""
