@@ -4,8 +4,14 @@ Every figure on the page is computed here, from the same scenarios the tests ass
 
 * the labelled corpus of other loop guards' test scenarios (``benchmarks/corpora/peers``, scored
   with its own ``score.py``, which replays with this checkout);
-* the recorded runs of real coding agents (``benchmarks/corpora/real``), replayed with
-  ``fuze replay`` of this checkout and scored by the rules of their README, per agent;
+* the recorded runs of real coding agents (``benchmarks/corpora/real``) and of function-calling
+  agents (``benchmarks/corpora/agentdojo``), replayed with ``fuze replay`` of this checkout and
+  scored by their outcomes as their ``score.py`` scores them (``benchmarks/corpora/outcomes.py``),
+  per agent or model pipeline;
+* the trade-off table: all three corpora under each value of the knobs that move the balance
+  (``benchmarks/corpora/tradeoff.py``; the figures of the settings other than the defaults are
+  kept in ``benchmarks/corpora/tradeoff.json`` while nothing they depend on changes, and
+  measured again, which takes minutes, when something did);
 * runs shaped like real coding agents' (``tests/agent_shapes.py``), many seeds of each shape;
 * the loop shapes of ``tests/test_trace_corpus.py``, with the call each is flagged and stopped at;
 * the volatile-part examples of ``tests/test_meaning.py``.
@@ -19,19 +25,17 @@ Every figure on the page is computed here, from the same scenarios the tests ass
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "quality.md"
-SCORER = ROOT / "benchmarks" / "corpora" / "peers" / "score.py"
-REAL = ROOT / "benchmarks" / "corpora" / "real"
+CORPORA = ROOT / "benchmarks" / "corpora"
 SEEDS = 50
 
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(CORPORA))
 
 from agent_shapes import (  # noqa: E402
     STUCK,
@@ -39,83 +43,42 @@ from agent_shapes import (  # noqa: E402
     commands_success,
     empty_searches,
 )
+from outcomes import STUCK_SLACK, Corpus  # noqa: E402
 from scripted import Played, Step, play  # noqa: E402
 from test_meaning import REAL_CHANGE, SAME_MEANING  # noqa: E402
 from test_trace_corpus import LOOPS, steps_of  # noqa: E402
+from tradeoff import peer_figures, peers_line  # noqa: E402
+from tradeoff import table as tradeoff_table  # noqa: E402
 
-
-def corpus_score() -> str:
-    """The scorer's summary line for the default configuration."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FUZE_")}
-    done = subprocess.run([sys.executable, str(SCORER)], capture_output=True, text=True, env=env,
-                          timeout=600)
-    lines = done.stdout.strip().splitlines()
-    if not lines:
-        raise SystemExit(f"the corpus scorer printed nothing: {done.stderr.strip()[-300:]}")
-    return lines[-1]
-
-
-REAL_HEADER = (
-    "| agent | runs | harmful kills | warned | loops flagged on time | loops stopped on time "
-    "| cost-limit runs stopped | calls saved |\n|---|---|---|---|---|---|---|---|"
+RECORDED_HEADER = (
+    "| {group} | runs | resolved runs killed{dup} | warned | loops flagged by `loop_at` "
+    f"| stuck loops stopped by `loop_at + {STUCK_SLACK}` | calls saved on failed runs "
+    "| cost-limit runs stopped |\n|---|---|---|---|---|---|---|---|"
 )
 
 
-def real_rows() -> list[str]:
-    """Per agent of the recorded real runs: what the default configuration does to them, scored
-    as ``corpus-real/score.py`` scores them (a kill before the last call of a resolved run with no
-    loop is harmful; a loop is flagged by its ``loop_at`` and stopped by ``loop_at + 2``; calls not
-    made on runs that hit their cost limit are saved)."""
-    import json
-    import tempfile
-
-    truth = json.loads((REAL / "truth.json").read_text(encoding="utf-8"))
-    names = sorted(truth)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FUZE_")}
-    env["PYTHONPATH"] = str(ROOT)  # python -m fuzeguard of this checkout
-    found: dict[str, list[dict[str, object]]] = {n: [] for n in names}
-    with tempfile.TemporaryDirectory() as empty:
-        for i in range(0, len(names), 200):
-            done = subprocess.run(
-                [sys.executable, "-m", "fuzeguard", "replay", "--format", "json",
-                 *[str(REAL / "traces" / f"{n}.gz") for n in names[i:i + 200]]],
-                cwd=empty, env=env, capture_output=True, text=True, timeout=900,
-            )
-            if done.returncode not in (0, 1):
-                raise SystemExit(f"fuze replay failed: {done.stderr.strip()[-300:]}")
-            for line in done.stdout.splitlines():
-                if line.strip():
-                    item = json.loads(line)
-                    found[Path(item["trace"]).name.removesuffix(".gz")].append(item)
-
-    def first(name: str, actions: tuple[str, ...]) -> int | None:
-        calls = [int(d["call"]) for d in found[name] if d["action"] in actions]  # type: ignore[call-overload]
-        return min(calls) if calls else None
-
+def recorded_rows(corpus: Corpus) -> list[str]:
+    """Per agent (the part of a trace's name before ``__``), then for all runs: the figures
+    ``score.py`` prints for the corpus (``benchmarks/corpora/outcomes.py``)."""
     groups: dict[str, list[str]] = {}
-    for name in names:
-        agent, _, _ = name.partition("__")
-        groups.setdefault(agent, []).append(name)
+    for name in corpus.names:
+        groups.setdefault(name.partition("__")[0], []).append(name)
     rows = []
-    for agent, members in [*sorted(groups.items()), ("all", names)]:
-        clean = [n for n in members if truth[n]["loop_at"] is None and truth[n]["outcome"] == "resolved"]
-        harm = [n for n in clean if (k := first(n, ("kill",))) is not None and k < truth[n]["n_calls"]]
-        warned = [n for n in clean if first(n, ("warn", "skip", "kill")) is not None]
-        loops = [n for n in members if truth[n]["loop_at"] is not None]
-        flagged = [n for n in loops
-                   if (f := first(n, ("warn", "skip", "kill"))) is not None and f <= truth[n]["loop_at"]]
-        stopped = [n for n in loops
-                   if (k := first(n, ("kill",))) is not None and k <= truth[n]["loop_at"] + 2]
-        limited = [n for n in members if truth[n]["limit_exhausted"]]
-        saved = [truth[n]["n_calls"] - k + 1 for n in limited if (k := first(n, ("kill",))) is not None]
-        label = "**all**" if agent == "all" else f"`{agent}`"
-        row = [len(members), len(clean), len(harm), len(warned), len(loops), len(flagged),
-               len(stopped), len(limited), len(saved)]
+    for group, members in [*sorted(groups.items()), ("all", corpus.names)]:
+        o = corpus.outcomes(members)
+        dup = f" (+{len(o.dup)})" if o.writes else ""
+        label = "**all**" if group == "all" else f"`{group}`"
         rows.append(
-            f"| {label} | {row[0]} | {row[2]}/{row[1]} | {row[3]}/{row[1]} | {row[5]}/{row[4]} | "
-            f"{row[6]}/{row[4]} | {row[8]}/{row[7]} | {sum(saved)} |"
+            f"| {label} | {len(members)} | {len(o.lost)}/{len(o.won)}{dup} | {len(o.warned)}/{len(o.clean)} "
+            f"| {len(o.flagged)}/{len(o.loops)} | {len(o.stopped)}/{len(o.stuck)} | {o.saved} "
+            f"| {len(o.limited_stopped)}/{len(o.limited)} |"
         )
     return rows
+
+
+def recorded_table(corpus: Corpus, group: str) -> str:
+    dup = " (+ duplicate writes stopped)" if corpus.writes else ""
+    return "\n".join([RECORDED_HEADER.format(group=group, dup=dup), *recorded_rows(corpus)])
 
 
 def _quietly(make: Callable[[int], list[Step]], seeds: range) -> list[Played]:
@@ -199,17 +162,22 @@ def progress_table() -> str:
     return "\n".join(["| layer | progress | no progress |", "|---|---|---|", *rows])
 
 
-def render() -> str:
+def render(keep: bool = True) -> str:
+    """The page; ``keep``: write the trade-off figures measured afresh to their file."""
     same = "\n".join(f"| `{a!s}` | `{b!s}` |".replace("\n", "\\n") for a, b in SAME_MEANING)
     real = "\n".join(f"| `{a!s}` | `{b!s}` |".replace("\n", "\\n") for a, b in REAL_CHANGE)
+    peers = peers_line("--detail")
+    coding, calling = Corpus.replayed(CORPORA / "real"), Corpus.replayed(CORPORA / "agentdojo")
+    default = {"real": coding.outcomes().counts(), "agentdojo": calling.outcomes().counts(),
+               "peers": peer_figures(peers)}
     return f"""<!-- generated by scripts/gen_quality_docs.py; do not edit -->
 # Detection quality
 
 A loop guard is judged twice: by the legitimate work it stops (the first complaint about every
 guard) and by the loops it misses or catches late. This page measures both, with the default
-configuration, on scenarios nobody here wrote and on runs shaped like real coding agents'. Every
-figure is recomputed by `python scripts/gen_quality_docs.py`, and a test fails when the page is out
-of date.
+configuration, on scenarios nobody here wrote, on recorded runs of real agents and on runs shaped
+like real coding agents'. Every figure is recomputed by `python scripts/gen_quality_docs.py`, and a
+test fails when the page is out of date.
 
 ## Other loop guards' own test scenarios
 
@@ -222,7 +190,7 @@ positive.
 
 ```console
 $ python benchmarks/corpora/peers/score.py --detail
-{corpus_score()}
+{peers}
 ```
 
 ## Recorded runs of real coding agents
@@ -237,12 +205,81 @@ with the same outcome a third time with no change of state in between, a block o
 three laps, or the same function failing three times in a row with the same error and arguments
 90% alike), whether it resolved its task, and whether it ended at the agent's cost limit.
 
-A harmful kill stops a resolved run with no loop before its last call; a loop is flagged by its
-`loop_at` and stopped by `loop_at + 2`; on the runs that hit their cost limit, every call after the
-kill is saved.
+The labels mark where a run *could* be called stuck; agreeing with them is not the goal. Many
+labelled loops end in success anyway (the model re-reads, or starts the task over, then does it),
+and a kill of a run that would have succeeded costs the whole run. So each run is scored by its
+outcome, as the corpus's `score.py` scores it (`benchmarks/corpora/outcomes.py`):
 
-{REAL_HEADER}
-{chr(10).join(real_rows())}
+- **resolved runs killed**: runs that resolved their task, killed before their last call, whatever
+  their label: lost work. Where the corpus names its write tools (`writes.json`), a kill of a call
+  that repeats an identical write that already succeeded (the same payment sent again) prevents
+  damage, and is counted apart, in brackets;
+- **warned**: resolved runs with no labelled loop that got any detection (a note to the model, not
+  lost work: noise);
+- **loops flagged by `loop_at`**: labelled loops whose first detection (a warning that reaches the
+  model, a skip or a kill) comes at or before `loop_at`;
+- **stuck loops stopped by `loop_at + {STUCK_SLACK}`**: labelled loops in runs that failed, killed
+  at or before `loop_at + {STUCK_SLACK}`;
+- **calls saved on failed runs**: the calls not made, from the first kill on, on the runs that did
+  not resolve their task;
+- **cost-limit runs stopped**: the runs that ended at the agent's cost limit that were killed.
+
+```console
+$ python benchmarks/corpora/real/score.py
+{coding.outcomes().summary()}
+```
+
+{recorded_table(coding, "agent")}
+
+## Recorded runs of function-calling agents
+
+1,852 recorded runs of AgentDojo's function-calling agent (Debenedetti et al., NeurIPS 2024; MIT
+licence), in the repository in `benchmarks/corpora/agentdojo/`: its *workspace* (email, calendar,
+cloud drive) and *banking* tasks, run by 29 pipelines of models from five vendors, some behind a
+prompt-injection defence (other suites, and runs of other agent systems, are kept apart). The
+agent loops model → tools for at most 15 iterations, and a reply may ask for several calls at once;
+runs are short (median 2 calls, at most 33). The labels follow the same rules, `writes.json` names
+the tools that change the world (`send_money`, `send_email`, `create_calendar_event`, …), and a
+cost-limit run here is one that used up its 15 iterations. The figures are the ones above, per
+model pipeline (`adojo-<pipeline>`):
+
+```console
+$ python benchmarks/corpora/agentdojo/score.py
+{calling.outcomes().summary()}
+```
+
+{recorded_table(calling, "pipeline")}
+
+## The trade-off: losing work or letting a loop run
+
+A loop's first detection is a warning that reaches the model; `on_loop` applies when the pattern
+persists after the model was told, or at once when the evidence leaves no doubt
+([layers](layers.md)). Three knobs move the balance between killing runs that would have got out
+by themselves and letting stuck runs go on:
+
+- `early_warnings` (`[defaults]`): how many warnings a pattern gets before `on_loop` applies (0:
+  at the first detection);
+- `persist_window` (`[defaults]`): a loop detected within this many calls after a warning reached
+  the model persists after the model was told (0: only the same pattern detected again counts);
+- `streak_threshold` (`[loop_detection]`): the same call with the same outcome this many times back
+  to back, nothing else between, acts at once.
+
+Each is varied alone from the built-in defaults (the rows in bold), and every corpus above is
+scored by its own scorer: *coding* is the coding-agent runs and *function-calling* the AgentDojo
+runs (resolved runs killed, with the duplicate writes stopped in brackets; labelled loops flagged
+by `loop_at`; stuck loops stopped by `loop_at + {STUCK_SLACK}`; calls saved on failed runs), *peers*
+the other guards' scenarios (loops flagged by their deadline; false positives among the
+legitimate traces). With `early_warnings = 0` the guard acts at the first detection. The
+reference rows: `on_loop = ["warn", "kill"]` and `["warn", "skip", "kill"]` with `early_warnings = 0` step
+through a ladder on each detection of a pattern; `repeat_threshold = 3` allows three identical
+calls with the same outcome before the next is a loop (Fuze's count); `on_loop = "warn"` never
+kills, so it loses no run and stops no loop.
+
+{tradeoff_table(default, keep)}
+
+The figures of the rows other than the defaults are kept in `benchmarks/corpora/tradeoff.json`
+while the package, the scorers and the corpora stay as they were, and measured again when any of
+them changes (`python benchmarks/corpora/tradeoff.py` prints the table).
 
 ## Runs shaped like real coding agents'
 
@@ -322,7 +359,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Generate docs/quality.md")
     parser.add_argument("--check", action="store_true", help="exit 1 if the page is out of date")
     args = parser.parse_args(argv)
-    text = render()
+    text = render(keep=not args.check)
     current = PAGE.read_text(encoding="utf-8") if PAGE.exists() else None
     if current == text:
         return 0

@@ -92,6 +92,14 @@ class Outcomes:
                 f"(never {len(self.never)}); calls saved on unresolved runs {self.saved}; "
                 f"cost-limit runs stopped {len(self.limited_stopped)}/{len(self.limited)}")
 
+    def counts(self) -> dict[str, int]:
+        """Each figure as a number (the denominators too)."""
+        return {"won": len(self.won), "lost": len(self.lost), "dup": len(self.dup),
+                "clean": len(self.clean), "warned": len(self.warned), "loops": len(self.loops),
+                "flagged": len(self.flagged), "stuck": len(self.stuck), "stopped": len(self.stopped),
+                "never": len(self.never), "saved": self.saved, "limited": len(self.limited),
+                "limited_stopped": len(self.limited_stopped)}
+
     def perfect(self) -> bool:
         """No resolved run killed, every loop flagged in time and every stuck loop stopped in time."""
         return not self.lost and self.flagged == self.loops and self.stopped == self.stuck
@@ -101,18 +109,24 @@ class Corpus:
     """A labelled corpus directory (truth.json, traces/, and writes.json where it has one) and the
     detections of one replay of it."""
 
-    def __init__(self, here: pathlib.Path, config: pathlib.Path | None = None) -> None:
+    def __init__(self, here: pathlib.Path, dets: Detections) -> None:
         self.traces = here / "traces"
         self.truth: dict[str, dict[str, object]] = json.loads(
             (here / "truth.json").read_text(encoding="utf-8"))
         wfile = here / "writes.json"
         self.writes = set(json.loads(wfile.read_text(encoding="utf-8"))) if wfile.exists() else set()
         self.names = sorted(self.truth)  # truth.json names each run's trace without the .gz of its file
-        missing = [n for n in self.names if not (self.traces / f"{n}.gz").is_file()]
+        self.dets = dets
+
+    @classmethod
+    def replayed(cls, here: pathlib.Path, config: pathlib.Path | None = None) -> Corpus:
+        """The corpus in ``here``, replayed under ``config`` (default: the built-in defaults)."""
+        names = sorted(json.loads((here / "truth.json").read_text(encoding="utf-8")))
+        missing = [n for n in names if not (here / "traces" / f"{n}.gz").is_file()]
         if missing:
-            raise SystemExit(f"{len(missing)} labelled traces missing from {self.traces}, "
+            raise SystemExit(f"{len(missing)} labelled traces missing from {here / 'traces'}, "
                              f"such as {missing[0]}.gz")
-        self.dets = replay(self.traces, self.names, config)
+        return cls(here, replay(here / "traces", names, config))
 
     def first(self, name: str, actions: tuple[str, ...]) -> int | None:
         calls = [int(d["call"]) for d in self.dets.get(name, []) if d["action"] in actions]  # type: ignore[call-overload]
@@ -205,7 +219,7 @@ def main(here: pathlib.Path, argv: list[str]) -> int:
             return 2
         config = pathlib.Path(given[0])
     try:
-        corpus = Corpus(here, config)
+        corpus = Corpus.replayed(here, config)
     except SystemExit as broken:
         print(broken)
         return 2
