@@ -11,7 +11,8 @@ Every figure on the page is computed here, from the same scenarios the tests ass
 * the trade-off table: all three corpora under each value of the knobs that move the balance
   (``benchmarks/corpora/tradeoff.py``; the figures of the settings other than the defaults are
   kept in ``benchmarks/corpora/tradeoff.json`` while nothing they depend on changes, and
-  measured again, which takes minutes, when something did);
+  measured again, which takes minutes, when something did: ``--check`` does not measure them, it
+  finds the page out of date);
 * runs shaped like real coding agents' (``tests/agent_shapes.py``), many seeds of each shape;
 * the loop shapes of ``tests/test_trace_corpus.py``, with the call each is flagged and stopped at;
 * the volatile-part examples of ``tests/test_meaning.py``.
@@ -47,7 +48,7 @@ from outcomes import STUCK_SLACK, Corpus  # noqa: E402
 from scripted import Played, Step, play  # noqa: E402
 from test_meaning import REAL_CHANGE, SAME_MEANING  # noqa: E402
 from test_trace_corpus import LOOPS, steps_of  # noqa: E402
-from tradeoff import peer_figures, peers_line  # noqa: E402
+from tradeoff import Stale, peer_figures, peers_line  # noqa: E402
 from tradeoff import table as tradeoff_table  # noqa: E402
 
 RECORDED_HEADER = (
@@ -162,8 +163,9 @@ def progress_table() -> str:
     return "\n".join(["| layer | progress | no progress |", "|---|---|---|", *rows])
 
 
-def render(keep: bool = True) -> str:
-    """The page; ``keep``: write the trade-off figures measured afresh to their file."""
+def render(check: bool = False) -> str:
+    """The page; with ``check``, raise ``Stale`` rather than measure the trade-off figures that
+    are not kept for this state of the checkout."""
     same = "\n".join(f"| `{a!s}` | `{b!s}` |".replace("\n", "\\n") for a, b in SAME_MEANING)
     real = "\n".join(f"| `{a!s}` | `{b!s}` |".replace("\n", "\\n") for a, b in REAL_CHANGE)
     peers = peers_line("--detail")
@@ -275,7 +277,7 @@ through a ladder on each detection of a pattern; `repeat_threshold = 3` allows t
 calls with the same outcome before the next is a loop (Fuze's count); `on_loop = "warn"` never
 kills, so it loses no run and stops no loop.
 
-{tradeoff_table(default, keep)}
+{tradeoff_table(default, check)}
 
 The figures of the rows other than the defaults are kept in `benchmarks/corpora/tradeoff.json`
 while the package, the scorers and the corpora stay as they were, and measured again when any of
@@ -359,7 +361,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Generate docs/quality.md")
     parser.add_argument("--check", action="store_true", help="exit 1 if the page is out of date")
     args = parser.parse_args(argv)
-    text = render(keep=not args.check)
+    try:
+        text = render(check=args.check)
+    except Stale as stale:
+        sys.stderr.write(f"{PAGE.relative_to(ROOT)} is out of date: {stale}\n")
+        return 1
     current = PAGE.read_text(encoding="utf-8") if PAGE.exists() else None
     if current == text:
         return 0

@@ -162,12 +162,16 @@ def test_kept_trade_off_figures_are_used_only_while_nothing_they_depend_on_chang
     monkeypatch.setattr(tradeoff, "measure", lambda s: measured.append(s) or {"mark": {"n": len(measured)}})
     monkeypatch.setattr(tradeoff, "digest", lambda: "before")
     default = {"mark": {"n": 0}}
-    first = tradeoff.figures(default, True, lambda _: None)
+    with pytest.raises(tradeoff.Stale, match="holds no figures of"):
+        tradeoff.figures(default, True, lambda _: None)  # a check measures nothing
+    assert not measured and not (tmp_path / "tradeoff.json").exists()
+    first = tradeoff.figures(default, False, lambda _: None)
     others = sum(1 for _, s in tradeoff.settings() if s)
     assert len(measured) == others and [f for _, s, f in first if not s] == [default] * len(tradeoff.KNOBS)
-    again = tradeoff.figures(default, True, lambda _: None)
-    assert len(measured) == others and again == first  # kept
+    assert tradeoff.figures(default, True, lambda _: None) == first  # kept, and the check passes
     monkeypatch.setattr(tradeoff, "digest", lambda: "after")
+    with pytest.raises(tradeoff.Stale):
+        tradeoff.figures(default, True, lambda _: None)
     tradeoff.figures(default, False, lambda _: None)
-    assert len(measured) == 2 * others  # measured again, and with keep=False not written
-    assert json.loads((tmp_path / "tradeoff.json").read_text())["digest"] == "before"
+    assert len(measured) == 2 * others  # measured again
+    assert json.loads((tmp_path / "tradeoff.json").read_text())["digest"] == "after"

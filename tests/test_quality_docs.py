@@ -1,4 +1,9 @@
-"""docs/quality.md is generated from measurements: it must match what the generator computes now."""
+"""docs/quality.md is generated from measurements: it must match what the generator computes now.
+
+The trade-off table's rows other than the defaults' take minutes to measure, so the check does not
+measure them: it reads them from benchmarks/corpora/tradeoff.json, and finds the page out of date
+when they were measured on another state of the package, the scorers or the corpora (the
+generator then measures them again)."""
 
 from __future__ import annotations
 

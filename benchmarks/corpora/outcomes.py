@@ -121,6 +121,7 @@ class Corpus:
     @classmethod
     def replayed(cls, here: pathlib.Path, config: pathlib.Path | None = None) -> Corpus:
         """The corpus in ``here``, replayed under ``config`` (default: the built-in defaults)."""
+        here = here.resolve()  # the replay runs in an empty directory of its own
         names = sorted(json.loads((here / "truth.json").read_text(encoding="utf-8")))
         missing = [n for n in names if not (here / "traces" / f"{n}.gz").is_file()]
         if missing:

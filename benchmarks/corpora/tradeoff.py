@@ -9,8 +9,9 @@ the corpora's own scorers (``outcomes.py`` for the recorded runs, ``peers/score.
 guards' scenarios). That takes minutes, so the figures are kept in ``tradeoff.json`` beside this
 file together with a digest of everything they depend on (the fuzeguard package, the scorers, each
 corpus's labels and traces): they are reused only while that digest is unchanged, and the whole
-table is measured again when anything in it changed. The built-in defaults are never taken from
-there: their row is given by the caller, measured afresh.
+table is measured again when anything in it changed (a check of the page does not measure: it
+finds the page out of date). The built-in defaults are never taken from there: their row is given
+by the caller, measured afresh.
 """
 from __future__ import annotations
 
@@ -126,10 +127,15 @@ def digest() -> str:
     return h.hexdigest()
 
 
-def figures(default: Figures, keep: bool,
+class Stale(Exception):
+    """The kept figures were not measured on this state of the package, scorers and corpora."""
+
+
+def figures(default: Figures, check: bool,
             progress: Callable[[str], None]) -> list[tuple[str, Setting, Figures]]:
-    """Each setting of the table with its figures: the defaults' as given, the others kept or
-    measured (and, with ``keep``, written to ``tradeoff.json`` for the next time)."""
+    """Each setting of the table with its figures: the defaults' as given, the others kept, or
+    measured and kept in ``tradeoff.json`` for the next time. With ``check``, nothing is measured
+    or written: figures that are not kept for this state raise ``Stale``."""
     key = digest()
     kept = json.loads(KEPT.read_text(encoding="utf-8")) if KEPT.exists() else {}
     table: dict[str, Figures] = kept.get("figures", {}) if kept.get("digest") == key else {}
@@ -140,11 +146,14 @@ def figures(default: Figures, keep: bool,
             continue
         text = toml(setting)
         if text not in table:
+            if check:
+                raise Stale(f"{KEPT.name} holds no figures of {label(setting)} measured "
+                            "on this state of the package, the scorers and the corpora")
             progress(f"measuring {label(setting)}")
             table[text] = measure(setting)
         rows.append((knob, setting, table[text]))
     wanted = {toml(s): table[toml(s)] for _, s in settings() if s}
-    if keep and kept != {"digest": key, "figures": wanted}:
+    if kept != {"digest": key, "figures": wanted}:
         KEPT.write_text(json.dumps({"digest": key, "figures": wanted}, indent=1, sort_keys=True) + "\n",
                         encoding="utf-8")
     return rows
@@ -163,12 +172,12 @@ HEADER = (
 )
 
 
-def table(default: Figures, keep: bool = True, progress: Callable[[str], None] = lambda _: None) -> str:
+def table(default: Figures, check: bool = False, progress: Callable[[str], None] = lambda _: None) -> str:
     """The trade-off table in Markdown, the built-in defaults' rows in bold; ``default``: the
-    defaults' figures, measured by the caller."""
+    defaults' figures, measured by the caller; ``check``: as ``figures``."""
     base = defaults()
     lines = [HEADER]
-    for knob, setting, f in figures(default, keep, progress):
+    for knob, setting, f in figures(default, check, progress):
         if knob == "reference":
             text = f"{label(setting)} (reference)"
         else:
