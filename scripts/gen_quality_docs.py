@@ -26,6 +26,7 @@ Every figure on the page is computed here, from the same scenarios the tests ass
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -75,6 +76,21 @@ def recorded_rows(corpus: Corpus) -> list[str]:
             f"| {len(o.limited_stopped)}/{len(o.limited)} |"
         )
     return rows
+
+
+def _got_out(corpus: Corpus) -> str:
+    """How many labelled loops are in runs that resolved their task anyway."""
+    o = corpus.outcomes()
+    return f"{len(o.loops) - len(o.stuck)} of the {len(o.loops)} labelled loops"
+
+
+def _pipelines(corpus: Corpus) -> int:
+    return len({run["pipeline"] for run in corpus.truth.values()})
+
+
+def _lengths(corpus: Corpus) -> str:
+    calls = sorted(int(run["n_calls"]) for run in corpus.truth.values())  # type: ignore[call-overload]
+    return f"median {statistics.median(calls):g} calls, at most {calls[-1]}"
 
 
 def recorded_table(corpus: Corpus, group: str) -> str:
@@ -208,9 +224,10 @@ three laps, or the same function failing three times in a row with the same erro
 90% alike), whether it resolved its task, and whether it ended at the agent's cost limit.
 
 The labels mark where a run *could* be called stuck; agreeing with them is not the goal. Many
-labelled loops end in success anyway (the model re-reads, or starts the task over, then does it),
-and a kill of a run that would have succeeded costs the whole run. So each run is scored by its
-outcome, as the corpus's `score.py` scores it (`benchmarks/corpora/outcomes.py`):
+labelled loops end in success anyway (the model re-reads, or starts the task over, then does it):
+{_got_out(coding)} here, {_got_out(calling)} in the function-calling
+runs below. A kill of a run that would have succeeded costs the whole run, so each run is scored
+by its outcome, as the corpus's `score.py` scores it (`benchmarks/corpora/outcomes.py`):
 
 - **resolved runs killed**: runs that resolved their task, killed before their last call, whatever
   their label: lost work. Where the corpus names its write tools (`writes.json`), a kill of a call
@@ -235,15 +252,15 @@ $ python benchmarks/corpora/real/score.py
 
 ## Recorded runs of function-calling agents
 
-1,852 recorded runs of AgentDojo's function-calling agent (Debenedetti et al., NeurIPS 2024; MIT
-licence), in the repository in `benchmarks/corpora/agentdojo/`: its *workspace* (email, calendar,
-cloud drive) and *banking* tasks, run by 29 pipelines of models from five vendors, some behind a
-prompt-injection defence (other suites, and runs of other agent systems, are kept apart). The
-agent loops model → tools for at most 15 iterations, and a reply may ask for several calls at once;
-runs are short (median 2 calls, at most 33). The labels follow the same rules, `writes.json` names
-the tools that change the world (`send_money`, `send_email`, `create_calendar_event`, …), and a
-cost-limit run here is one that used up its 15 iterations. The figures are the ones above, per
-model pipeline (`adojo-<pipeline>`):
+{len(calling.names):,} recorded runs of AgentDojo's function-calling agent (Debenedetti et al.,
+NeurIPS 2024; MIT licence), in the repository in `benchmarks/corpora/agentdojo/`: its *workspace*
+(email, calendar, cloud drive) and *banking* tasks, run by {_pipelines(calling)} pipelines of
+models from five vendors, some behind a prompt-injection defence (other suites, and runs of other
+agent systems, are kept apart). The agent loops model → tools for at most 15 iterations, and a
+reply may ask for several calls at once; runs are short ({_lengths(calling)}). The labels
+follow the same rules, `writes.json` names the tools that change the world (`send_money`,
+`send_email`, `create_calendar_event`, …), and a cost-limit run here is one that used up its 15
+iterations. The figures are the ones above, per model pipeline (`adojo-<pipeline>`):
 
 ```console
 $ python benchmarks/corpora/agentdojo/score.py
