@@ -296,6 +296,19 @@ kills, so it loses no run and stops no loop.
 
 {tradeoff_table(default, check)}
 
+Why these defaults, read from the table:
+
+- `early_warnings = 1`: acting at the first detection (`0`) kills resolved runs in both recorded
+  corpora; one warning first kills none of the coding runs and halves the function-calling ones.
+  A second warning changes little here (the persistence rule below stops most loops after one)
+  and would let every pattern run once more everywhere else.
+- `persist_window = 5`: with `0`, only the same pattern detected again counts, and stuck loops
+  that change shape after the warning (a cycle, then a repeat) go on; `3` and `5` agree on these
+  runs, and `10` ties warnings to loops too far apart to call one the answer to the other.
+- `streak_threshold = 5`: a shorter streak kills resolved runs (a coding agent that ran the same
+  `sed -i` four times in a row and went on to succeed; models that re-ask for the same data and
+  then answer); a longer one stops fewer stuck function-calling loops in time.
+
 The figures of the rows other than the defaults are kept in `benchmarks/corpora/tradeoff.json`
 while the package, the scorers and the corpora stay as they were, and measured again when any of
 them changes (`python benchmarks/corpora/tradeoff.py` prints the table).
