@@ -39,8 +39,8 @@ def test_a_raising_layer_is_left_out_and_the_others_keep_judging() -> None:
         with pytest.raises(LoopDetected) as caught:
             for _ in range(6):
                 tool(1)
-    assert caught.value.detection.layer == "dedup" and caught.value.detection.call_index == 3
-    assert run.stats().layer_errors == {"boom": 3}
+    assert caught.value.detection.layer == "dedup" and caught.value.detection.call_index == 5
+    assert run.stats().layer_errors == {"boom": 5}
     failed = _events(logs, "fuzeguard.layer_failed")
     assert len(failed) == 1  # once per run and layer
     assert failed[0]["layer"] == "boom" and "layer exploded" in failed[0]["error"]
@@ -66,8 +66,8 @@ class ReturnsTrue:
 
 @pytest.mark.parametrize(
     ("layer", "failures", "says"),
-    [(ListPattern(), 1, "pattern is a list, which cannot be hashed"),
-     (ReturnsTrue(), 3, "returned bool False: a layer's check() returns a Detection or None")],
+    [(ListPattern(), 3, "pattern is a list, which cannot be hashed"),
+     (ReturnsTrue(), 5, "returned bool False: a layer's check() returns a Detection or None")],
 )
 def test_a_layer_returning_a_bad_value_is_left_out_and_the_others_keep_judging(
     layer: Any, failures: int, says: str
@@ -78,7 +78,7 @@ def test_a_layer_returning_a_bad_value_is_left_out_and_the_others_keep_judging(
         with pytest.raises(LoopDetected) as caught:
             for _ in range(6):
                 tool(1)
-    assert caught.value.detection.layer == "dedup" and caught.value.detection.call_index == 3
+    assert caught.value.detection.layer == "dedup" and caught.value.detection.call_index == 5
     assert run.stats().layer_errors == {layer.name: failures}
     failed = _events(logs, "fuzeguard.layer_failed")
     assert [e["layer"] for e in failed] == [layer.name] and says in failed[0]["error"]
@@ -109,10 +109,10 @@ def test_a_layer_whose_extractor_raises_keeps_nothing_and_the_call_is_recorded()
     tool = guard(lambda x: "same", name="t", layers=[BadExtractor(), "dedup"])
     with structlog.testing.capture_logs() as logs, fuzeguard.run() as run:
         with pytest.raises(LoopDetected):
-            for _ in range(4):
+            for _ in range(6):
                 tool(1)
-    assert len(run.history) == 2 and all(r.result_fp is not None for r in run.history)
-    assert run.stats().layer_errors == {"bad_extractor": 2}
+    assert len(run.history) == 4 and all(r.result_fp is not None for r in run.history)
+    assert run.stats().layer_errors == {"bad_extractor": 4}
     assert len(_events(logs, "fuzeguard.layer_failed")) == 1
 
 
@@ -123,9 +123,9 @@ def test_a_raising_cost_function_still_leaves_a_record() -> None:
         with pytest.raises(LoopDetected) as caught:
             for _ in range(6):
                 tool(1)
-    assert caught.value.detection.call_index == 3
-    assert len(run.history) == 2 and run.stats().cost == 0
-    assert len(_events(logs, "fuzeguard.cost_failed")) == 2
+    assert caught.value.detection.call_index == 5
+    assert len(run.history) == 4 and run.stats().cost == 0
+    assert len(_events(logs, "fuzeguard.cost_failed")) == 4
 
 
 def test_a_json_text_result_nested_100000_deep_is_recorded() -> None:
@@ -136,8 +136,8 @@ def test_a_json_text_result_nested_100000_deep_is_recorded() -> None:
         with pytest.raises(LoopDetected) as caught:
             for _ in range(10):
                 tool("same")
-    assert caught.value.detection.call_index == 3
-    assert len(run.history) == 2
+    assert caught.value.detection.call_index == 5
+    assert len(run.history) == 4
     assert _events(logs, "fuzeguard.internal_error") == []
 
 
@@ -147,7 +147,9 @@ def test_a_raising_skip_value_function_answers_with_the_message() -> None:
     def raising_skip(detection: Detection) -> str:
         raise ValueError("skip_value exploded")
 
-    tool = guard(lambda x: "same", name="f4", on_loop="skip", skip_value=raising_skip)
+    # skip_value's fault is tested here, not the grading: the 3rd identical call is skipped.
+    tool = guard(lambda x: "same", name="f4", on_loop="skip", skip_value=raising_skip,
+                 early_warnings=0)
     with structlog.testing.capture_logs() as logs, fuzeguard.run():
         answers = [tool(1) for _ in range(4)]  # a 5th would end the run: skipping did not help
     assert answers[:2] == ["same"] * 2

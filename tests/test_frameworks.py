@@ -22,9 +22,9 @@ import fuzeguard
 from fuzeguard import LoopDetected, guard
 from fuzeguard.testing import capture_detections
 
-# Default dedup: the 3rd identical call with an unchanged result (nothing changed in between)
-# is the loop.
-LOOP_AT = 3
+# Default dedup: the 5th identical call in a row with an unchanged result (nothing changed in
+# between) is the loop acted on; the 3rd and 4th are warned.
+LOOP_AT = 5
 
 
 def search(query: str, limit: int = 5) -> str:
@@ -144,8 +144,8 @@ def test_langchain_async_tool_skip_answers_with_the_detection_message() -> None:
             return [await page.ainvoke({"url": "https://example.org"}) for _ in range(LOOP_AT)]
 
     answers = asyncio.run(agent())
-    assert answers[:2] == ["<html>https://example.org</html>"] * 2
-    assert "`fetch` with the same arguments 3 times" in answers[2]
+    assert answers[: LOOP_AT - 1] == ["<html>https://example.org</html>"] * (LOOP_AT - 1)
+    assert "`fetch` with the same arguments 5 times" in answers[LOOP_AT - 1]
     assert ran == ["fetch"] * (LOOP_AT - 1)
 
 
@@ -258,7 +258,7 @@ def test_langgraph_tool_runtime_is_left_out_of_the_fingerprint() -> None:
     with fuzeguard.run(), capture_detections() as found, pytest.raises(LoopDetected):
         for i in range(LOOP_AT):
             app.invoke(_tool_call("lookup", {"query": "q"}, i))
-    assert [d.kind for d in found] == ["loop"]
+    assert [(d.kind, d.action) for d in found] == [("warning", "warn")] * 2 + [("loop", "kill")]
 
 
 # --------------------------------------------------------------------------- OpenAI Agents SDK
@@ -367,8 +367,8 @@ def test_openai_agents_tool_context_is_left_out_of_the_fingerprint() -> None:
             ]
 
     outputs = asyncio.run(invoke_all())
-    assert outputs[:2] == ["answer to q"] * 2
-    assert "`lookup` with the same arguments 3 times" in outputs[2]
+    assert outputs[: LOOP_AT - 1] == ["answer to q"] * (LOOP_AT - 1)
+    assert "`lookup` with the same arguments 5 times" in outputs[LOOP_AT - 1]
 
 
 # --------------------------------------------------------------------------- Pydantic AI
@@ -450,8 +450,8 @@ def test_pydantic_ai_skip_hands_the_model_the_detection_message() -> None:
         if isinstance(part, ToolReturnPart)
     ]
     assert result.output == "done"
-    assert returns[:2] == ["answer to q"] * 2
-    assert "`lookup` with the same arguments 3 times" in returns[2]
+    assert returns[: LOOP_AT - 1] == ["answer to q"] * (LOOP_AT - 1)
+    assert "`lookup` with the same arguments 5 times" in returns[LOOP_AT - 1]
 
 
 # --------------------------------------------------------------------------- MCP
@@ -533,8 +533,8 @@ def test_mcp_skip_answers_with_the_detection_message_and_context_is_not_fingerpr
         return texts
 
     texts = asyncio.run(client())
-    assert texts[:2] == ["<html>u</html>"] * 2
-    assert "`fetch_with_context` with the same arguments 3 times" in texts[2]
+    assert texts[: LOOP_AT - 1] == ["<html>u</html>"] * (LOOP_AT - 1)
+    assert "`fetch_with_context` with the same arguments 5 times" in texts[LOOP_AT - 1]
 
 
 # --------------------------------------------------------------------------- smolagents

@@ -51,17 +51,17 @@ def _finished(exporter: InMemorySpanExporter) -> tuple[ReadableSpan, ...]:
 
 def test_a_detection_adds_a_span_event_with_the_detection(spans: tuple[object, InMemorySpanExporter]) -> None:
     tracer, exporter = spans
-    _calls(tracer, guard(_search, on_loop="skip"), 4)
-    fourth = _finished(exporter)[3]  # the 2nd detection of the pattern, skipped
-    event = fourth.events[-1]
+    _calls(tracer, guard(_search, on_loop="skip"), 5)
+    fifth = _finished(exporter)[4]  # warned at the 3rd and 4th, skipped at the 5th
+    event = fifth.events[-1]
     assert event.name == "fuzeguard.loop_detected"
     attributes = dict(event.attributes or {})
     assert attributes["gen_ai.operation.name"] == "execute_tool"
     assert attributes["gen_ai.tool.name"] == "_search"
     assert (attributes["fuzeguard.layer"], attributes["fuzeguard.action"]) == ("dedup", "skip")
-    assert (attributes["fuzeguard.count"], attributes["fuzeguard.threshold"]) == (4, 2)
-    assert fourth.attributes is not None and fourth.attributes["fuzeguard.action"] == "skip"
-    assert fourth.status.status_code is StatusCode.UNSET
+    assert (attributes["fuzeguard.count"], attributes["fuzeguard.threshold"]) == (5, 2)
+    assert fifth.attributes is not None and fifth.attributes["fuzeguard.action"] == "skip"
+    assert fifth.status.status_code is StatusCode.UNSET
 
 
 def test_quiet_calls_leave_their_spans_untouched(spans: tuple[object, InMemorySpanExporter]) -> None:
@@ -74,11 +74,11 @@ def test_a_kill_sets_the_span_status_to_error_with_the_message(
     spans: tuple[object, InMemorySpanExporter],
 ) -> None:
     tracer, exporter = spans
-    _calls(tracer, guard(_search), 3)
-    killed = _finished(exporter)[2]
+    _calls(tracer, guard(_search), 5)
+    killed = _finished(exporter)[4]
     assert killed.status.status_code is StatusCode.ERROR
     assert killed.status.description is not None
-    assert killed.status.description.startswith("You called `_search` with the same arguments 3 times")
+    assert killed.status.description.startswith("You called `_search` with the same arguments 5 times")
     assert killed.attributes is not None and killed.attributes["error.type"] == "LoopDetected"
 
 

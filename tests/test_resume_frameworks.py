@@ -109,7 +109,7 @@ def test_a_stopped_openai_agent_resumes_in_its_run_with_the_previous_runs_items(
     assert second.final_output == "The reviews page says: buy the X1."
     assert fetched == ["https://reviews.example"]  # the new call went ahead
     assert run.killed is None
-    assert run.stats().calls_by_fn == {"search": 2, "fetch": 1}  # the first run's history kept
+    assert run.stats().calls_by_fn == {"search": 4, "fetch": 1}  # the first run's history kept
 
 
 def test_a_resumed_openai_agent_that_repeats_its_loop_is_stopped_at_the_first_repeat(
@@ -190,7 +190,7 @@ def test_a_stopped_pydantic_ai_agent_resumes_in_its_run_with_its_message_history
     assert second.output == "The reviews page says: buy the X1."
     assert fetched == ["https://reviews.example"]
     assert run.killed is None
-    assert run.stats().calls_by_fn == {"search": 2, "fetch": 1}
+    assert run.stats().calls_by_fn == {"search": 4, "fetch": 1}
 
 
 def test_a_resumed_pydantic_ai_agent_that_repeats_its_loop_is_stopped_at_the_first_repeat() -> None:

@@ -84,7 +84,7 @@ def test_a_stopped_langchain_agent_resumes_in_its_run_with_the_note() -> None:
     assert fetched == ["https://reviews.example"]  # the new call went ahead
     assert run.killed is None
     # The history of the first invocation was kept: the checkpointer's thread and the run's.
-    assert run.stats().calls_by_fn == {"search": 2, "fetch": 1}
+    assert run.stats().calls_by_fn == {"search": 4, "fetch": 1}
 
 
 def test_a_resumed_langchain_agent_that_repeats_its_loop_is_stopped_at_the_first_repeat() -> None:

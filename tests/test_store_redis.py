@@ -791,7 +791,7 @@ def test_replaying_every_worker_s_trace_merged_by_time_reproduces_the_shared_jud
     live = {g["caught"] for g in got}
     summary = Replayer(Config()).replay_merged(traces)
     assert [k.call for k in summary.kills] == sorted(live)
-    assert [d.detection.layer for d in summary.detections] == ["dedup"]
+    assert [d.detection.layer for d in summary.detections] == ["dedup"] * 3  # warned twice, then killed
 
 
 def test_replay_never_opens_the_store_the_config_names(
@@ -846,7 +846,9 @@ def test_a_worker_that_loses_a_commit_needs_one_more_round_trip_only(
 
 
 def _asking_search() -> Callable[..., str]:
-    @guard(name="asked_search", on_loop=["ask", "kill"])
+    # The ask action in a shared run is tested here, not the grading: the 3rd identical call is
+    # asked about (early_warnings = 0).
+    @guard(name="asked_search", on_loop=["ask", "kill"], early_warnings=0)
     def asked_search(query: str) -> str:
         return "3 results for " + query
 
