@@ -199,11 +199,11 @@ def parallel() -> dict[str, Any]:
 
 
 def conversation() -> list[str]:
-    """Three requests of one conversation, keyed as one run, each searching "laptops" once."""
+    """Five requests of one conversation, keyed as one run, each searching "laptops" once."""
     tally = Tally()
     model, guard, conversations = Served(), LoopGuard(), KeyedRuns("chat")
     texts = []
-    for _ in range(3):
+    for _ in range(5):
         with conversations.run_for("thread-1"):
             texts.append(str(_agent(model, tally, guard)(LEGIT)).strip())
     return texts

@@ -118,10 +118,10 @@ def test_a_stuck_agent_behaves_as_recorded(action: str, variant: str) -> None:
 def test_a_kill_ends_the_run_with_a_final_answer_the_application_can_show() -> None:
     tally, client, ended, text = _stuck("kill", "same")
     assert ended == "final answer by the guard"
-    assert text is not None and text.startswith("Stopped: the agent was looping (dedup at tool call 3")
+    assert text is not None and text.startswith("Stopped: the agent was looping (dedup at tool call 5")
     # Asked once more, with no tool, for a final answer: this model calls a tool again, so the
     # run ends with the canned answer, and no tool runs.
-    assert tally.total == 2 and client.turns == 4
+    assert tally.total == 4 and client.turns == 6
 
 
 def test_after_a_kill_the_response_is_the_models_own_final_answer_written_without_tools() -> None:
@@ -131,7 +131,7 @@ def test_after_a_kill_the_response_is_the_models_own_final_answer_written_withou
     agent = Agent(client=client, tools=tools(tally), name="shopper", middleware=guard.middleware)
     with capture_logs():
         text = asyncio.run(agent.run("find me a laptop")).text
-    assert text == WRAP_UP and tally.total == 2 and client.turns == 4
+    assert text == WRAP_UP and tally.total == 4 and client.turns == 6
     assert client.asked.startswith("[fuzeguard] Your tool calls were stopped: You called `search`")
 
 
@@ -142,7 +142,7 @@ def test_without_wrap_up_the_kill_ends_with_the_canned_answer_and_the_model_is_n
     agent = Agent(client=client, tools=tools(tally), name="shopper", middleware=guard.middleware)
     with capture_logs():
         text = asyncio.run(agent.run("find me a laptop")).text
-    assert text.startswith("Stopped: the agent was looping") and client.turns == 3
+    assert text.startswith("Stopped: the agent was looping") and client.turns == 5
 
 
 def test_exit_behavior_error_raises_loop_detected_out_of_agent_run() -> None:
@@ -197,7 +197,7 @@ def test_an_agent_called_as_a_tool_is_guarded_in_a_child_run() -> None:
     with capture_logs() as logs:
         text = asyncio.run(outer.run("find me a laptop")).text
     killed = [e["run_name"] for e in logs if e["event"] == "fuzeguard.run_killed"]
-    assert tally.total == 2 and killed == ["researcher"]
+    assert tally.total == 4 and killed == ["researcher"]
     assert text.startswith("Stopped: the agent was looping (dedup")
 
 
@@ -209,16 +209,17 @@ def test_a_conversation_keyed_as_one_run_carries_its_history_across_requests() -
 
     async def chat() -> list[str]:
         texts = []
-        for _ in range(3):
+        for _ in range(5):
             with conversations.run_for("thread-1"):
                 texts.append((await agent.run(LEGIT)).text)
         return texts
 
     with capture_logs():
         texts = asyncio.run(chat())
-    # One search per request, the same each time: the third is the conversation's loop.
-    assert texts[:2] == [ANSWER] * 2
-    assert texts[2].startswith("Stopped: the agent was looping")
+    # One search per request, the same each time: the fifth is the conversation's loop (the
+    # third and fourth were warned).
+    assert texts[:4] == [ANSWER] * 4
+    assert texts[4].startswith("Stopped: the agent was looping")
 
 
 def test_exit_behavior_is_checked() -> None:
@@ -240,17 +241,17 @@ def test_a_streamed_run_is_a_run_of_its_own_and_ends_with_the_final_answer() -> 
 
     with capture_logs():
         texts = [asyncio.run(stream()) for _ in range(2)]
-    assert all(t.endswith("Stopped: the agent was looping (dedup at tool call 3, `search`). "
-                          "You called `search` with the same arguments 3 times and got the same "
+    assert all(t.endswith("Stopped: the agent was looping (dedup at tool call 5, `search`). "
+                          "You called `search` with the same arguments 5 times and got the same "
                           "result each time, and nothing changed in between. Use what you have, "
                           "or try different arguments or another tool.") for t in texts)
-    assert tally.total == 4 and client.turns == 6  # the second run started afresh
+    assert tally.total == 8 and client.turns == 10  # the second run started afresh
 
 
 def test_parallel_calls_of_one_model_turn_take_one_step_of_the_ladder() -> None:
     """A model that sends the same search three times per turn: warned at the 3rd call of its
-    1st turn, skipped for all of its 2nd, ended in its 3rd (one step per model turn, not per
-    call)."""
+    1st turn, skipped in its 2nd (after an early warning at its first call), ended in its 3rd
+    (one step per model turn, not per call)."""
     tally = Tally()
 
     class Parallel(FunctionInvocationLayer[Any], ChatMiddlewareLayer[Any], BaseChatClient[Any]):
@@ -269,6 +270,8 @@ def test_parallel_calls_of_one_model_turn_take_one_step_of_the_ladder() -> None:
     with capture_logs() as logs:
         text = asyncio.run(agent.run("find me a laptop")).text
     actions = [e["action"] for e in logs if e["event"] == "fuzeguard.loop_detected"]
-    assert actions == ["warn"] + ["skip"] * 3 + ["kill"]
-    assert tally.total == 3 and client.turns == 4  # the 4th: asked for the final answer
+    # turn 1's third call (all three in flight: certain) takes the first step; turn 2's first
+    # call is an early warning (a streak shorter than five), its others the next step (skip)
+    assert actions == ["warn", "warn", "skip", "skip", "kill"]
+    assert tally.total == 4 and client.turns == 4  # the 4th: asked for the final answer
     assert text.startswith("Stopped: the agent was looping")

@@ -84,12 +84,12 @@ def test_a_stuck_session_behaves_as_recorded(action: str, variant: str) -> None:
 
 def test_a_kill_stops_the_session_with_a_final_answer_and_keeps_the_loop_detected() -> None:
     tally, guard, cli, _, _ = _stuck("kill", "same")
-    assert cli.stopped_by_hook and tally.total == 2 and cli.turns == 3
+    assert cli.stopped_by_hook and tally.total == 4 and cli.turns == 5  # warned at the 3rd and 4th
     answer = guard.final_answer("s-stuck")
     assert answer is not None
-    assert answer.startswith("Stopped: the agent was looping (dedup at tool call 3, `mcp__shop__search`)")
+    assert answer.startswith("Stopped: the agent was looping (dedup at tool call 5, `mcp__shop__search`)")
     error = guard.killed("s-stuck")
-    assert isinstance(error, LoopDetected) and error.stats.calls == 2 and error.stats.killed
+    assert isinstance(error, LoopDetected) and error.stats.calls == 4 and error.stats.killed
     # What Claude read for the refused call: the stop message, as the denial's reason.
     assert cli.read[-1].endswith("Stop calling tools and answer with what you have.")
 
@@ -116,7 +116,7 @@ def test_a_skip_denies_the_call_with_the_message_and_the_tool_does_not_run() -> 
 def test_a_subagents_calls_are_guarded_in_a_child_run_of_the_prompts_run() -> None:
     tally, _, cli, _, logs = _stuck("kill", "same", subagent="researcher")
     killed = [e["run_name"] for e in logs if e["event"] == "fuzeguard.run_killed"]
-    assert killed == ["researcher"] and tally.total == 2 and cli.stopped_by_hook
+    assert killed == ["researcher"] and tally.total == 4 and cli.stopped_by_hook
 
 
 def _searches(times: int) -> Any:
@@ -147,12 +147,12 @@ def test_a_background_subagent_of_an_earlier_prompt_that_loops_does_not_stop_the
     tally = Tally()
     guard = LoopGuard(on_loop="kill")
     first = ScriptedCLI(_searches(2), session_id="s-bg", subagent="researcher")
-    later = ScriptedCLI(_searches(3), session_id="s-bg", subagent="researcher")
+    later = ScriptedCLI(_searches(5), session_id="s-bg", subagent="researcher")
     with capture_logs() as logs:
         asyncio.run(_ask(guard, tally, first, "research laptops in the background"))
         result = asyncio.run(_ask(guard, tally, later, "and now?"))
     assert [e["run_name"] for e in logs if e["event"] == "fuzeguard.run_killed"] == ["researcher"]
-    assert tally.total == 2 and not later.stopped_by_hook
+    assert tally.total == 4 and not later.stopped_by_hook  # warned at the 3rd and 4th
     assert later.read[-1].endswith("Stop calling tools and answer with what you have.")
     assert result.result == ANSWER and guard.final_answer("s-bg") is None
 
@@ -190,7 +190,7 @@ def test_a_conversation_keyed_as_one_run_carries_its_history_across_prompts() ->
 
     async def chat() -> list[str | None]:
         answers = []
-        for _ in range(3):
+        for _ in range(5):
             cli = ScriptedCLI(_served, session_id=f"s{next(_sessions)}")
             with conversations.run_for("thread-1"):
                 result = await _ask(guard, tally, cli, LEGIT)
@@ -199,7 +199,7 @@ def test_a_conversation_keyed_as_one_run_carries_its_history_across_prompts() ->
 
     with capture_logs():
         answers = asyncio.run(chat())
-    assert answers == [ANSWER] * 2 + ["stopped"]
+    assert answers == [ANSWER] * 4 + ["stopped"]  # the 3rd and 4th prompts' searches were warned
 
 
 def test_the_docs_example_runs_and_prints_what_the_page_shows(

@@ -116,7 +116,8 @@ def test_a_skip_only_crew_that_keeps_searching_is_ended_by_escalation(
 
 
 def test_a_warning_reaches_the_model_as_a_note_on_the_tool_result(measured: dict[str, Any]) -> None:
-    assert any("[fuzeguard warning] You called `search` with the same arguments 3 times" in text
+    assert any("[fuzeguard warning] You called `search` with the same arguments 3 times"
+               in text
                for text in measured["warn"]["shown"])
 
 

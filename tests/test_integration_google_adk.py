@@ -153,10 +153,10 @@ def test_a_stuck_agent_behaves_as_recorded(action: str, variant: str) -> None:
 def test_a_kill_ends_the_run_with_a_final_answer_the_application_can_show() -> None:
     tally, model, ended, final = _stuck("kill", "same")
     assert ended == "final answer by the guard"
-    assert final is not None and final.startswith("Stopped: the agent was looping (dedup at tool call 3")
+    assert final is not None and final.startswith("Stopped: the agent was looping (dedup at tool call 5")
     # Asked once more, with no tool declared, for a final answer: this model calls a tool again,
     # which is refused, and the run ends with the canned answer.
-    assert tally.total == 2 and model.turns == 4
+    assert tally.total == 4 and model.turns == 6
 
 
 def test_after_a_kill_the_final_response_is_the_models_own_answer_asked_without_tools() -> None:
@@ -165,7 +165,7 @@ def test_after_a_kill_the_final_response_is_the_models_own_answer_asked_without_
     runner = _runner(model, tally, LoopGuardPlugin(on_loop="kill"))
     with capture_logs():
         final = asyncio.run(_ask(runner, "find me a laptop"))
-    assert final == WRAP_UP and tally.total == 2 and model.turns == 4
+    assert final == WRAP_UP and tally.total == 4 and model.turns == 6
     assert model.asked.startswith("[fuzeguard] Your tool calls were stopped: You called `search`")
 
 
@@ -176,7 +176,7 @@ def test_without_wrap_up_the_kill_ends_with_the_canned_answer_and_the_model_is_n
     with capture_logs():
         final = asyncio.run(_ask(runner, "find me a laptop"))
     assert final is not None and final.startswith("Stopped: the agent was looping")
-    assert model.turns == 3 and not model.asked
+    assert model.turns == 5 and not model.asked
 
 
 def test_the_kill_stays_available_as_loop_detected_for_the_session() -> None:
@@ -193,7 +193,7 @@ def test_the_kill_stays_available_as_loop_detected_for_the_session() -> None:
     session_id = asyncio.run(main())
     error = plugin.killed(session_id)
     assert isinstance(error, LoopDetected) and error.detection.layer == "dedup"
-    assert error.stats.calls == 2 and error.stats.killed
+    assert error.stats.calls == 4 and error.stats.killed
 
 
 def test_a_warning_reaches_the_model_with_the_tools_result() -> None:
@@ -251,7 +251,7 @@ def test_an_agent_called_as_a_tool_is_guarded_in_a_child_run() -> None:
     with capture_logs() as logs:
         final = asyncio.run(_ask(runner, "find me a laptop"))
     killed = [e["run_name"] for e in logs if e["event"] == "fuzeguard.run_killed"]
-    assert tally.total == 2 and killed == ["researcher"]
+    assert tally.total == 4 and killed == ["researcher"]
     # The inner agent ended with the guard's final answer, which the outer agent passed on.
     assert final is not None and final.startswith("Stopped: the agent was looping (dedup")
 
@@ -264,22 +264,23 @@ def test_a_conversation_keyed_as_one_run_carries_its_history_across_requests() -
     async def chat() -> list[str | None]:
         session = await runner.session_service.create_session(app_name="shop", user_id="u")
         finals = []
-        for _ in range(3):
+        for _ in range(5):
             with conversations.run_for(session.id):
                 finals.append(await _ask(runner, LEGIT, session.id))
         return finals
 
     with capture_logs():
         finals = asyncio.run(chat())
-    # One search per request, the same each time: the third is the conversation's loop.
-    assert finals[:2] == [ANSWER] * 2
-    assert finals[2] is not None and finals[2].startswith("Stopped: the agent was looping")
+    # One search per request, the same each time: the fifth is the conversation's loop (the
+    # third and fourth were warned).
+    assert finals[:4] == [ANSWER] * 4
+    assert finals[4] is not None and finals[4].startswith("Stopped: the agent was looping")
 
 
 def test_parallel_calls_of_one_model_turn_take_one_step_of_the_ladder() -> None:
     """A model that sends the same search three times per turn: warned at the 3rd call of its
-    1st turn, skipped for all of its 2nd, ended in its 3rd (one step per model turn, not per
-    call)."""
+    1st turn (an early warning) and for all of its 2nd, skipped for all of its 3rd, ended in its
+    4th (one step per model turn, not per call)."""
     tally = Tally()
 
     class Parallel(BaseLlm):
@@ -299,6 +300,8 @@ def test_parallel_calls_of_one_model_turn_take_one_step_of_the_ladder() -> None:
     with capture_logs() as logs:
         final = asyncio.run(_ask(runner, "find me a laptop"))
     actions = [e["action"] for e in logs if e["event"] == "fuzeguard.loop_detected"]
-    assert actions == ["warn"] + ["skip"] * 3 + ["kill"]
-    assert tally.total == 3 and model.turns == 4  # the 4th: asked for the final answer
+    # the 3rd and 4th calls are early warnings (a streak shorter than five); turn 2's 5th and 6th
+    # take the ladder's first step together, turn 3 the next, turn 4 is ended
+    assert actions == ["warn"] * 4 + ["skip"] * 3 + ["kill"]
+    assert tally.total == 6 and model.turns == 5  # the 5th: asked for the final answer
     assert final is not None and final.startswith("Stopped: the agent was looping")

@@ -110,14 +110,14 @@ def test_a_kill_ends_the_agent_with_a_final_message_and_no_further_tool_run() ->
     agent, model = _agent("kill", "same", tally)
     ended, state = _run(agent)
     assert ended == "agent ended by the guard with a final AIMessage"
-    assert tally.runs["search"] == 2 and tally.after_detection == 0
+    assert tally.runs["search"] == 4 and tally.after_detection == 0  # warned at the 3rd and 4th
     # Asked once more, without tools, for a final answer: this model asks for a tool again, so
     # the agent ends with the canned answer, and no tool runs.
-    assert model.turns == 4 and model.bound == 3
+    assert model.turns == 6 and model.bound == 5
     refused, final = state["messages"][-2:]
     assert isinstance(refused, ToolMessage) and refused.status == "error"
-    assert refused.content.startswith("You called `search` with the same arguments 3 times")
-    assert final.content.startswith("Stopped: the agent was looping (dedup at tool call 3")
+    assert refused.content.startswith("You called `search` with the same arguments 5 times")
+    assert final.content.startswith("Stopped: the agent was looping (dedup at tool call 5")
 
 
 @pytest.mark.parametrize("use_async", [False, True])
@@ -131,8 +131,8 @@ def test_after_a_kill_the_final_answer_is_the_models_own_written_without_tools(u
     ended, state = _run(agent, use_async=use_async)
     assert ended == "agent ended by the guard with a final AIMessage"
     assert state["messages"][-1].content == WRAP_UP
-    assert tally.total == 2 and tally.after_detection == 0
-    assert model.turns == 4 and model.bound == 3  # the 4th call was offered no tool
+    assert tally.total == 4 and tally.after_detection == 0  # warned at the 3rd and 4th call
+    assert model.turns == 6 and model.bound == 5  # the 6th call was offered no tool
     assert model.asked.startswith("[fuzeguard] Your tool calls were stopped: You called `search`")
 
 
@@ -143,7 +143,7 @@ def test_without_wrap_up_the_kill_ends_with_the_canned_answer_and_the_model_is_n
     agent = create_agent(model, tools(tally), middleware=[middleware])
     _, state = _run(agent)
     assert state["messages"][-1].content.startswith("Stopped: the agent was looping (dedup")
-    assert model.turns == 3 and not model.asked
+    assert model.turns == 5 and not model.asked
 
 
 class FailingWrapUp(StuckModel):
@@ -180,7 +180,7 @@ def test_a_final_answer_that_fails_or_is_late_falls_back_to_the_canned_answer(fa
     (failed,) = [e for e in logs if e["event"] == "fuzeguard.wrap_up_failed"]
     assert ("the provider is down" if failure == "error" else "no answer within 0.01 s") in (
         failed["error"])
-    assert tally.total == 2
+    assert tally.total == 4
 
 
 def test_wrap_up_options_are_checked() -> None:
@@ -195,10 +195,11 @@ def test_a_skip_is_answered_with_a_tool_message_and_escalates_to_a_kill_when_it_
     agent, model = _agent("skip", "same", tally)
     ended, state = _run(agent)
     assert ended == "agent ended by the guard with a final AIMessage"
-    assert tally.runs["search"] == 2 and tally.after_detection == 0
-    assert model.shown[2].startswith("You called `search` with the same arguments 3 times")
-    assert model.shown[3].startswith("You called `search` with the same arguments 4 times")
-    assert state["messages"][-1].content.startswith("Stopped: the agent was looping (dedup at tool call 5")
+    assert tally.runs["search"] == 4 and tally.after_detection == 0  # warned at the 3rd and 4th
+    assert model.shown[3].startswith("3 results for laptops\n\n[fuzeguard warning] You called")
+    assert model.shown[4].startswith("You called `search` with the same arguments 5 times")
+    assert model.shown[5].startswith("You called `search` with the same arguments 6 times")
+    assert state["messages"][-1].content.startswith("Stopped: the agent was looping (dedup at tool call 7")
 
 
 def test_a_warning_reaches_the_model_as_a_note_on_the_tool_result() -> None:
@@ -207,9 +208,11 @@ def test_a_warning_reaches_the_model_as_a_note_on_the_tool_result() -> None:
     _run(agent)
     assert model.shown[1] == "3 results for laptops"
     assert model.shown[2].startswith(
-        "3 results for laptops\n\n[fuzeguard warning] You called `search` with the same arguments 3 times"
+        "3 results for laptops\n\n[fuzeguard warning] You called `search` with the same "
+        "arguments 3 times"
     )
-    assert "[fuzeguard warning] You called `search` with the same arguments 4 times" in model.shown[3]
+    assert "[fuzeguard warning] You called `search` with the same arguments 4 times" \
+        in model.shown[3]
 
 
 def test_the_ladder_ends_an_alternation_at_its_tenth_tool_call() -> None:
@@ -233,7 +236,7 @@ def test_exit_behavior_error_raises_loop_detected_from_invoke() -> None:
     agent, _ = _agent("kill", "same", tally, exit_behavior="error")
     ended, _ = _run(agent)
     assert ended == "LoopDetected raised (dedup)"
-    assert tally.total == 2
+    assert tally.total == 4
 
 
 def test_exit_behavior_continue_refuses_every_later_call_and_lets_the_model_go_on() -> None:
@@ -250,7 +253,7 @@ def test_the_async_agent_is_guarded_the_same_way() -> None:
     agent, model = _agent("kill", "same", tally)
     ended, _ = _run(agent, use_async=True)
     assert ended == "agent ended by the guard with a final AIMessage"
-    assert tally.total == 2 and model.turns == 4
+    assert tally.total == 4 and model.turns == 6
 
 
 def test_the_middleware_takes_guard_options_and_rejects_bad_ones() -> None:
@@ -282,8 +285,8 @@ def test_a_tool_with_guard_on_its_function_is_counted_once_and_its_kill_ends_the
     task = {"messages": [("user", "find me a laptop")]}
     with capture_logs() as logs, fuzeguard.run("task") as run:
         state = asyncio.run(agent.ainvoke(task, LIMIT)) if use_async else agent.invoke(task, LIMIT)
-    assert tally.runs["search"] == 2 and model.turns == 4
-    assert run.stats().calls == 2  # not 4: each call counted once
+    assert tally.runs["search"] == 4 and model.turns == 6
+    assert run.stats().calls == 4  # not 8: each call counted once
     assert state["messages"][-1].content.startswith("Stopped: the agent was looping (dedup at tool")
     warned = [e for e in logs if e["event"] == "fuzeguard.guarded_twice"]
     assert [e["fn"] for e in warned] == ["search", "tool_a", "tool_b"]
@@ -331,7 +334,7 @@ def test_exit_behavior_error_is_not_caught_by_an_outer_tool_middleware_and_leave
                          checkpointer=InMemorySaver())
     with capture_logs(), pytest.raises(LoopDetected) as raised:
         agent.invoke(task, config)
-    assert tally.total == 2 and raised.value.stats.calls == 2 and raised.value.stats.killed
+    assert tally.total == 4 and raised.value.stats.calls == 4 and raised.value.stats.killed
     messages = agent.get_state(config).values["messages"]
     asked = {c["id"] for m in messages if isinstance(m, AIMessage) for c in m.tool_calls}
     answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
@@ -410,10 +413,12 @@ def test_the_ladder_steps_once_per_model_turn_for_parallel_identical_calls() -> 
     with capture_logs(), capture_detections() as found:
         state = agent.invoke({"messages": [("user", "find")]}, LIMIT)
     loops = [d.action for d in found if d.kind == "loop"]
-    assert loops[0] == "warn"  # turn 1's third call
-    assert loops[1:4] == ["skip", "skip", "skip"]  # turn 2's three calls: one step
-    assert loops[4:] == ["kill"]  # turn 3
-    assert tally.total == 3 and model.turns == 4  # the 4th: asked for the final answer
+    # turn 1's third call and turn 2's first are early warnings (a streak shorter than five);
+    # turn 2's 5th and 6th calls take the ladder's first step together, turn 3 the next
+    assert loops[:2] == ["warn", "warn"]  # turn 2's 5th and 6th calls: one step
+    assert loops[2:5] == ["skip", "skip", "skip"]  # turn 3's three calls: one step
+    assert loops[5:] == ["kill"]  # turn 4
+    assert tally.total == 6 and model.turns == 5  # the 5th: asked for the final answer
     assert state["messages"][-1].content.startswith("Stopped: the agent was looping")
 
 
@@ -470,7 +475,7 @@ def test_a_model_that_keeps_asking_for_a_call_that_cannot_run_is_ended_with_an_a
 def test_the_same_batch_of_two_calls_every_turn_is_ended_within_six_model_calls() -> None:
     answer, calls, tally, _ = _model_loop("batch")
     assert answer == WRAP_UP and calls <= 6
-    assert tally.runs == {"tool_a": 2, "tool_b": 2}
+    assert tally.runs == {"tool_a": 3, "tool_b": 3}  # the 3rd batch warned
 
 
 def test_a_legitimate_twelve_turn_run_with_distinct_calls_is_answered_normally() -> None:
@@ -545,6 +550,6 @@ def test_an_inner_agent_with_its_own_middleware_is_ended_in_a_child_run_and_the_
     with capture_logs() as logs:
         state = outer.invoke({"messages": [("user", "find me a laptop")]}, LIMIT)
     assert state["messages"][-1].content == f"outer: {WRAP_UP}"
-    assert tally.runs["search"] == 2
+    assert tally.runs["search"] == 4
     killed = [e for e in logs if e["event"] == "fuzeguard.run_killed"]
     assert [e["fn"] for e in killed] == ["search"]  # the inner run; the outer one goes on

@@ -58,12 +58,12 @@ def test_a_skip_is_a_normal_result_carrying_the_message_and_escalates_to_a_kill(
     tally = Tally()
     with capture_logs():
         seen = asyncio.run(_stuck_client(_server("skip", tally), "same"))
-    assert tally.total == 2
-    assert seen[2] == (False, seen[2][1])
-    assert seen[2][1].startswith("You called `search` with the same arguments 3 times")
-    assert not any(error for error, _ in seen[:4])
-    assert seen[4:] and all(error and "Tool calls in this session are stopped" in text
-                            for error, text in seen[4:])
+    assert tally.total == 4  # warned at the 3rd and 4th call, skipped at the 5th
+    assert seen[4] == (False, seen[4][1])
+    assert seen[4][1].startswith("You called `search` with the same arguments 5 times")
+    assert not any(error for error, _ in seen[:6])  # skipped at the 5th and 6th
+    assert seen[6:] and all(error and "Tool calls in this session are stopped" in text
+                            for error, text in seen[6:])
 
 
 def test_a_warning_reaches_the_client_as_a_note_on_the_result() -> None:
@@ -78,7 +78,9 @@ def test_a_warning_reaches_the_client_as_a_note_on_the_result() -> None:
         seen = asyncio.run(client())
     assert seen[0] == ["3 results for laptops"]
     assert seen[3][0] == "3 results for laptops"
-    assert seen[3][1].startswith("[fuzeguard warning] You called `search` with the same arguments 4")
+    assert seen[3][1].startswith(
+        "[fuzeguard warning] You called `search` with the same arguments 4 times"
+    )
 
 
 def test_a_kill_answers_every_later_call_of_the_session_with_the_stop_message() -> None:
@@ -110,9 +112,9 @@ def test_each_client_session_has_its_own_run() -> None:
 
     with capture_logs():
         first, second = asyncio.run(both())
-    assert not first[1][0] and not second[1][0]
-    assert first[2][0] and second[2][0]  # each session is killed at its own 3rd call
-    assert tally.total == 4
+    assert not first[3][0] and not second[3][0]
+    assert first[4][0] and second[4][0]  # each session is killed at its own 5th call
+    assert tally.total == 8
 
 
 def test_other_requests_pass_through_untouched() -> None:
@@ -206,7 +208,7 @@ def test_two_clients_over_streamable_http_with_the_default_client_keep_apart() -
 
     with capture_logs():
         loop_errors, polled = asyncio.run(both())
-    assert loop_errors == [False, False, True, True, True, True] and tally.total == 2
+    assert loop_errors == [False] * 4 + [True] * 2 and tally.total == 4
     assert polled == "Job job-7: done"
 
 
@@ -224,7 +226,7 @@ def test_clients_a_proxy_sends_over_one_connection_never_lock_each_other_out() -
     async def two_clients() -> tuple[list[bool], bool, bool]:
         async with Client(server) as a:
             looped = [bool((await a.call_tool("search", {"query": "laptops"})).is_error)
-                      for _ in range(4)]
+                      for _ in range(6)]
         async with Client(server) as b:
             first = await b.call_tool("search", {"query": "weather in Paris"})
             again = await b.call_tool("search", {"query": "laptops"})
@@ -232,7 +234,7 @@ def test_clients_a_proxy_sends_over_one_connection_never_lock_each_other_out() -
 
     with capture_logs():
         looped, first_failed, loop_refused = asyncio.run(two_clients())
-    assert looped == [False, False, True, True]  # the looping client is stopped
+    assert looped == [False] * 4 + [True] * 2  # the looping client is stopped
     assert not first_failed  # the next client's call runs
     assert loop_refused  # what looped stays refused on that connection
 
@@ -254,14 +256,14 @@ def test_calls_to_tools_the_server_does_not_have_are_not_booked() -> None:
                        for i in range(50)]
             booked = sum(len(r.stats().calls_by_fn) for r in middleware._runs._runs.values())
             real = [bool((await session.call_tool("search", {"query": "x"})).is_error)
-                    for _ in range(4)]
+                    for _ in range(6)]
             return unknown, booked, real
 
     with capture_logs():
         unknown, booked, real = asyncio.run(client())
     assert unknown[0] == "Unknown tool: made_up_0" and len(set(unknown)) == 50
     assert booked == 0
-    assert real == [False, False, True, True]  # the server's own tools are still guarded
+    assert real == [False] * 4 + [True] * 2  # the server's own tools are still guarded
 
 
 def test_a_server_whose_tools_cannot_be_listed_is_guarded_as_before(
@@ -280,9 +282,9 @@ def test_a_server_whose_tools_cannot_be_listed_is_guarded_as_before(
     async def client() -> list[bool]:
         async with Client(_server("kill", tally)) as session:
             return [bool((await session.call_tool("search", {"query": "x"})).is_error)
-                    for _ in range(4)]
+                    for _ in range(6)]
 
     with capture_logs() as logs:
         errors = asyncio.run(client())
-    assert errors == [False, False, True, True]
+    assert errors == [False] * 4 + [True] * 2
     assert [e["event"] for e in logs].count("fuzeguard.mcp_tools_unlisted") == 1

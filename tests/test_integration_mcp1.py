@@ -57,10 +57,11 @@ def test_a_stuck_client_behaves_as_recorded(measured: dict[str, Any], action: st
 
 def test_a_skip_is_a_normal_result_carrying_the_message(measured: dict[str, Any]) -> None:
     found = measured["skip/same"]
-    assert found["total"] == 2
-    assert found["seen"][2] == [False, found["seen"][2][1]]
-    assert found["seen"][4][0] and STOP in found["seen"][4][1]  # two skips did not help: killed
-    assert found["seen"][2][1].startswith("You called `search` with the same arguments 3 times")
+    assert found["total"] == 4  # warned at the 3rd and 4th call, skipped at the 5th
+    assert found["seen"][4] == [False, found["seen"][4][1]]
+    assert not found["seen"][5][0]  # skipped again
+    assert found["seen"][6][0] and STOP in found["seen"][6][1]  # two skips did not help: killed
+    assert found["seen"][4][1].startswith("You called `search` with the same arguments 5 times")
 
 
 def test_a_kill_answers_every_later_call_of_the_session_with_the_stop_message(
@@ -74,9 +75,9 @@ def test_a_kill_answers_every_later_call_of_the_session_with_the_stop_message(
 
 def test_each_client_session_has_its_own_run(measured: dict[str, Any]) -> None:
     first, second = measured["two sessions"]["seen"]
-    assert [error for error, _ in first] == [False, False, True, True, True]
-    assert [error for error, _ in second] == [False, False, True, True, True]
-    assert measured["two sessions"]["total"] == 4
+    assert [error for error, _ in first] == [False, False, False, False, True]
+    assert [error for error, _ in second] == [False, False, False, False, True]
+    assert measured["two sessions"]["total"] == 8
 
 
 def test_a_warning_reaches_the_client_as_a_note_on_the_result(measured: dict[str, Any]) -> None:
@@ -89,8 +90,8 @@ def test_stateless_http_keeps_a_looping_client_and_a_polling_client_apart(
     measured: dict[str, Any],
 ) -> None:
     found = measured["stateless http"]
-    assert [error for error, _ in found["looping"]] == [False, False, True, True, True, True]
-    assert found["total"] == 2
+    assert [error for error, _ in found["looping"]] == [False] * 4 + [True] * 2
+    assert found["total"] == 4
     assert found["polling"][-1] == [False, "Job job-7: done"]
 
 

@@ -116,10 +116,10 @@ def test_a_kill_ends_runner_run_with_a_final_output_and_no_further_model_turn() 
     agent, model = _agent("kill", "same", tally)
     ended, output = _run(agent)
     assert ended == "agent ended by the guard with a final output"
-    assert output.startswith("Stopped: the agent was looping (dedup at tool call 3")
+    assert output.startswith("Stopped: the agent was looping (dedup at tool call 5")
     # Asked once more, with no tool, for a final answer: this model asks for a tool again, so
     # the run ends with the canned answer, and no tool runs.
-    assert tally.total == 2 and model.turns == 4 and model.offered[-1] == []
+    assert tally.total == 4 and model.turns == 6 and model.offered[-1] == []  # warned at 3 and 4
 
 
 def test_after_a_kill_the_final_output_is_the_models_own_answer_written_without_tools() -> None:
@@ -131,8 +131,8 @@ def test_after_a_kill_the_final_output_is_the_models_own_answer_written_without_
     LoopGuard(on_loop="kill", on_detect=tally.on_detect).protect(agent)
     ended, output = _run(agent)
     assert ended == "returned" and output == WRAP_UP
-    assert tally.total == 2 and tally.after_detection == 0 and model.turns == 4
-    assert model.offered[:3] == [["search", "tool_a", "tool_b"]] * 3 and model.offered[3] == []
+    assert tally.total == 4 and tally.after_detection == 0 and model.turns == 6
+    assert model.offered[:5] == [["search", "tool_a", "tool_b"]] * 5 and model.offered[5] == []
     assert model.asked.startswith("[fuzeguard] Your tool calls were stopped: You called `search`")
     assert model.shown[-1].endswith("Stop calling tools and answer with what you have.")
 
@@ -144,7 +144,7 @@ def test_without_wrap_up_the_kill_ends_with_the_canned_output_and_the_model_is_n
     LoopGuard(on_loop="kill", wrap_up=False).protect(agent)
     _, output = _run(agent)
     assert output.startswith("Stopped: the agent was looping (dedup")
-    assert model.turns == 3 and not model.asked
+    assert model.turns == 5 and not model.asked
 
 
 def test_exit_behavior_error_raises_with_the_loop_detected_of_the_killed_run_as_output_info() -> None:
@@ -156,7 +156,7 @@ def test_exit_behavior_error_raises_with_the_loop_detected_of_the_killed_run_as_
     assert isinstance(exc, ToolInputGuardrailTripwireTriggered)
     error = exc.output.output_info
     assert isinstance(error, LoopDetected) and error.detection.layer == "dedup"
-    assert error.stats.calls == 2 and error.stats.killed and tally.total == 2 and model.turns == 3
+    assert error.stats.calls == 4 and error.stats.killed and tally.total == 4 and model.turns == 5
 
 
 def test_a_kill_ends_the_run_even_when_the_tools_catch_exceptions() -> None:
@@ -173,10 +173,10 @@ def test_a_skip_shows_the_model_the_message_and_escalates_to_a_kill() -> None:
     agent, model = _agent("skip", "same", tally)
     ended, _ = _run(agent)
     assert ended == "agent ended by the guard with a final output"
-    assert tally.total == 2
-    assert [t[:45] for t in model.shown[2:]] == [
-        "You called `search` with the same arguments 3", "You called `search` with the same arguments 4",
-        "You called `search` with the same arguments 5",  # the kill, read with the final request
+    assert tally.total == 4  # warned at the 3rd and 4th call
+    assert [t[:45] for t in model.shown[4:]] == [
+        "You called `search` with the same arguments 5", "You called `search` with the same arguments 6",
+        "You called `search` with the same arguments 7",  # the kill, read with the final request
     ]
 
 
@@ -196,7 +196,8 @@ def test_warn_lets_every_call_run_until_max_turns_and_the_model_reads_the_note()
     assert tally.total == model.turns == 10
     assert model.shown[1] == "3 results for laptops"
     assert model.shown[3].startswith(
-        "3 results for laptops\n\n[fuzeguard warning] You called `search` with the same arguments 4"
+        "3 results for laptops\n\n[fuzeguard warning] You called `search` with the same arguments "
+        "4 times"
     )
 
 
@@ -266,9 +267,9 @@ def test_two_guards_protecting_agents_built_from_one_tool_list_each_end_their_ow
     for agent, model in zip(agents, models, strict=True):
         ended, output = _run(agent)
         assert ended == "agent ended by the guard with a final output"
-        assert output.startswith("Stopped: the agent was looping (dedup at tool call 3")
-        assert model.turns == 4
-    assert tally.total == 4  # two runs of the tool in each run
+        assert output.startswith("Stopped: the agent was looping (dedup at tool call 5")
+        assert model.turns == 6
+    assert tally.total == 8  # four runs of the tool in each run (warned at the 3rd and 4th)
 
 
 def test_a_server_that_only_adds_the_guard_keeps_concurrent_requests_apart() -> None:
@@ -340,7 +341,7 @@ def test_an_agent_used_as_a_tool_runs_in_a_child_run_of_the_calling_run() -> Non
             return (await Runner.run(outer, "find")).final_output
 
     output = asyncio.run(main())
-    assert tally.total == 2  # the helper's loop was ended inside the helper's run
+    assert tally.total == 4  # the helper's loop was ended inside the helper's run
     assert output.startswith("answer to find: Stopped: the agent was looping")
 
 
@@ -356,9 +357,10 @@ def test_the_ladder_steps_once_per_model_turn_for_parallel_identical_calls() -> 
 
     output = asyncio.run(main())
     loops = [d.action for d in found if d.kind == "loop"]
-    # turn 1's third call warns; turn 2's three calls are one step (skip); turn 3 is killed
-    assert loops == ["warn"] + ["skip"] * 3 + ["kill"]
-    assert tally.total == 3 and output.startswith("Stopped: the agent was looping")
+    # turn 1's third call (all three in flight: certain) takes the first step; turn 2's first
+    # call is an early warning (a streak shorter than five), its others the next step (skip)
+    assert loops == ["warn"] + ["skip"] * 2 + ["kill"]
+    assert tally.total == 4 and output.startswith("Stopped: the agent was looping")
 
 
 
@@ -408,7 +410,7 @@ def test_a_model_that_keeps_calling_a_tool_with_invalid_arguments_is_ended_with_
 def test_the_same_batch_of_two_calls_every_turn_is_ended_within_six_model_calls() -> None:
     output, calls, tally, _ = _model_loop("batch")
     assert output == WRAP_UP and calls <= 6
-    assert tally.runs == {"tool_a": 2, "tool_b": 2}
+    assert tally.runs == {"tool_a": 3, "tool_b": 3}  # the 3rd batch warned
 
 
 def test_a_legitimate_twelve_turn_run_with_distinct_calls_is_answered_normally() -> None:

@@ -80,7 +80,7 @@ def test_a_kill_ends_the_run_with_loop_detected() -> None:
     agent, model = _agent("kill", "same", tally)
     _, exc = _run(agent)
     assert isinstance(exc, LoopDetected) and exc.detection.fn == "search"
-    assert tally.total == 2 and model.turns == 3
+    assert tally.total == 4 and model.turns == 5  # warned at the 3rd and 4th call
 
 
 def test_a_skip_returns_the_message_as_the_tools_result_and_escalates_to_a_kill() -> None:
@@ -196,7 +196,7 @@ def test_after_a_kill_the_output_is_the_models_own_final_answer_written_without_
     with capture_logs():
         output = _guarded(tally, model).run_sync("find me a laptop").output
     assert output == WrapsUp.answer
-    assert tally.total == 2 and model.turns == 4 and model.offered == []
+    assert tally.total == 4 and model.turns == 6 and model.offered == []  # warned at 3 and 4
     refused, request = model.asked
     assert refused.endswith("Stop calling tools and answer with what you have.")
     assert request.startswith("[fuzeguard] Your tool calls were stopped: You called `search`")
@@ -208,14 +208,14 @@ def test_without_wrap_up_a_kill_ends_with_the_canned_answer_and_no_further_reque
     with capture_logs():
         output = _guarded(tally, model, wrap_up=False).run_sync("find me a laptop").output
     assert output.startswith("Stopped: the agent was looping (dedup")
-    assert model.turns == 3 and model.offered is None
+    assert model.turns == 5 and model.offered is None
 
 
 def test_exit_behavior_error_raises_the_loop_detected_of_the_killed_run() -> None:
     tally = Tally()
     with capture_logs(), pytest.raises(LoopDetected) as raised:
         _guarded(tally, Stuck("same"), exit_behavior="error").run_sync("go")
-    assert raised.value.stats.calls == 2 and raised.value.stats.killed
+    assert raised.value.stats.calls == 4 and raised.value.stats.killed
 
 
 def test_a_skip_only_agent_that_keeps_searching_is_ended_by_escalation() -> None:
@@ -232,7 +232,8 @@ def test_a_warning_reaches_the_model_as_a_note_on_the_tool_result() -> None:
         _guarded(tally, model, on_loop="warn").run_sync("go")
     assert model.shown[1] == "3 results for laptops"
     assert model.shown[3].startswith(
-        "3 results for laptops\n\n[fuzeguard warning] You called `search` with the same arguments 4"
+        "3 results for laptops\n\n[fuzeguard warning] You called `search` with the same arguments "
+        "4 times"
     )
 
 
@@ -296,7 +297,7 @@ def test_a_model_that_keeps_asking_for_a_call_that_cannot_run_is_ended_with_an_a
 def test_the_same_batch_of_two_calls_every_turn_is_ended_within_six_model_calls() -> None:
     output, calls, tally, _ = _model_loop("batch")
     assert output == WrapsUp.answer and calls <= 6
-    assert tally.runs == {"tool_a": 2, "tool_b": 2}
+    assert tally.runs == {"tool_a": 3, "tool_b": 3}  # the 3rd batch warned
 
 
 def test_a_legitimate_twelve_turn_run_with_distinct_calls_is_answered_normally() -> None:
@@ -332,6 +333,6 @@ def test_a_tool_with_guard_on_its_function_is_counted_once_and_its_kill_ends_wit
     with capture_logs() as logs, fuzeguard.run("task") as run:
         output = agent.run_sync("find me a laptop").output
     assert output == WrapsUp.answer
-    assert len(ran) == 2 and run.stats().calls == 2  # not 4: each call counted once
+    assert len(ran) == 4 and run.stats().calls == 4  # not 8: each call counted once
     (said,) = [e for e in logs if e["event"] == "fuzeguard.guarded_twice"]
     assert said["fn"] == "search" and "the LoopGuard capability" in said["message"]

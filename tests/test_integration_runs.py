@@ -20,7 +20,7 @@ def _loop(calls: ToolCalls, n: int) -> list[object]:
 def test_each_invocation_is_a_run_of_its_own_when_the_user_opened_none() -> None:
     calls = ToolCalls()
     with invocation("agent") as first:
-        outcomes = _loop(calls, 4)
+        outcomes = _loop(calls, 5)
     assert outcomes[-1].killed is not None  # type: ignore[attr-defined]
     with invocation("agent") as second:
         outcome = _loop(calls, 1)[0]
@@ -72,10 +72,10 @@ def test_a_nested_invocation_is_a_child_run_whose_calls_count_toward_its_parent(
 def test_the_loop_detected_of_a_kill_reports_the_run_that_was_killed() -> None:
     calls = ToolCalls()
     with invocation("agent") as run:
-        outcome = _loop(calls, 3)[-1]
+        outcome = _loop(calls, 5)[-1]
     error = outcome.error()  # type: ignore[attr-defined]
     assert isinstance(error, LoopDetected)
-    assert error.stats.run_id == run.id and error.stats.calls == 2 and error.stats.killed
+    assert error.stats.run_id == run.id and error.stats.calls == 4 and error.stats.killed
 
 
 def test_invocation_runs_keep_one_run_per_owner_and_close_it_when_the_owner_goes() -> None:
@@ -108,7 +108,7 @@ def test_invocation_runs_key_an_owner_without_weak_references_by_id() -> None:
 def test_keyed_runs_make_a_conversation_of_several_invocations_one_run() -> None:
     conversations = KeyedRuns("chat", limit=2)
     calls = ToolCalls()
-    for _ in range(4):
+    for _ in range(5):
         with conversations.run_for("thread-1"), invocation("agent"):
             outcome, _ = calls.call("search", {"q": "same"}, lambda: "same")
     assert outcome.killed is not None

@@ -105,7 +105,7 @@ def test_stop_on_kill_ends_the_run_with_loop_detected_before_the_model_is_asked_
     agent, model = _agent("kill", "same", tally)
     _, exc = _run(agent)
     assert isinstance(exc, LoopDetected) and exc.detection.layer == "dedup"
-    assert tally.total == 2 and model.turns == 3
+    assert tally.total == 4 and model.turns == 5
 
 
 def test_without_the_callback_a_kill_does_not_end_the_run() -> None:
@@ -114,7 +114,7 @@ def test_without_the_callback_a_kill_does_not_end_the_run() -> None:
     agent, model = _agent("kill", "same", tally, callback=False)
     _, answer = _run(agent)
     assert answer == "I could not finish." and model.turns == agent.max_steps
-    assert tally.total == 2
+    assert tally.total == 4
 
 
 def test_a_skip_shows_the_model_the_message_and_escalates_to_a_kill() -> None:
@@ -203,10 +203,10 @@ def test_a_kill_ends_the_run_with_the_final_answer_or_raises_with_exit_behavior_
         # detection's message as the reason; or the canned one without wrap_up.
         assert _guarded_agent(tally, LoopGuard()).run("TASK: loop") == WRAP_UP
         answer = _guarded_agent(tally, LoopGuard(wrap_up=False)).run("TASK: loop")
-        assert answer.startswith("Stopped: the agent was looping (dedup at tool call 3")
+        assert answer.startswith("Stopped: the agent was looping (dedup at tool call 5")
         with pytest.raises(LoopDetected) as raised:
             _guarded_agent(tally, LoopGuard(exit_behavior="error")).run("TASK: loop")
-    assert raised.value.stats.calls == 2 and raised.value.stats.killed
+    assert raised.value.stats.calls == 4 and raised.value.stats.killed
 
 
 def test_a_streamed_run_ends_with_a_final_answer_step() -> None:
@@ -217,7 +217,7 @@ def test_a_streamed_run_ends_with_a_final_answer_step() -> None:
         steps = list(_guarded_agent(tally, LoopGuard()).run("TASK: loop", stream=True))
     assert isinstance(steps[-1], FinalAnswerStep)
     assert steps[-1].output.startswith("Stopped: the agent was looping")
-    assert tally.total == 2
+    assert tally.total == 4
 
 
 def test_a_skip_only_agent_that_keeps_searching_is_ended_by_escalation() -> None:
@@ -261,4 +261,4 @@ def test_tool_subclasses_and_managed_agents_are_guarded_and_the_originals_untouc
     assert original("x") == "3 results for laptops"  # the original is not guarded
     with capture_logs():
         answer = worker.run("TASK: loop")
-    assert answer == WRAP_UP and len(ran) == 1 + 2  # the worker's loop, ended
+    assert answer == WRAP_UP and len(ran) == 1 + 4  # the worker's loop, ended
