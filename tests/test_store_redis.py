@@ -938,13 +938,14 @@ def test_a_snapshot_restores_all_the_state_the_layers_and_the_ladder_read() -> N
         with run._lock:
             run._raise_bar(run.detections[0])
             text = events.snapshot(run)
-    assert run._turns_marked and run._hit_turns and run._bars  # each part is there to restore
+    # each part is there to restore, what the model was told included (graded evidence)
+    assert run._turns_marked and run._hit_turns and run._bars and run._warned and run._told_at
     copy = fuzeguard.run("snap-copy", config=Config())
     with copy._lock:
         events.restore(copy, text)
     for part in ("_attempts", "_calls", "_skipped", "_errors", "_cost", "_turn", "_turn_calls",
                  "_calls_by_fn", "_detections", "_detections_by_layer", "_hits", "_bars",
-                 "_hit_turns", "_turns_marked"):
+                 "_hit_turns", "_turns_marked", "_warned", "_told_at", "_told_turn"):
         assert getattr(copy, part) == getattr(run, part), part
     assert [(r.fn, r.index, r.args_fp, r.result_fp) for r in copy.history] == [
         (r.fn, r.index, r.args_fp, r.result_fp) for r in run.history]

@@ -281,6 +281,11 @@ def snapshot(run: Run, encoded: Encoded | None = None) -> str:
         "turns_marked": run._turns_marked,
         "hit_turns": [[codec.encode(key), turn] for key, turn in run._hit_turns.items()
                       if _encodable(key)],
+        # What the model was told: the latest warning's call and turn, and the warnings given
+        # about each pattern (graded evidence: docs/layers.md).
+        "told": [run._told_at, run._told_turn],
+        "warned": [[codec.encode(key), count, turn] for key, (count, turn) in run._warned.items()
+                   if _encodable(key)],
         "kept": [codec.detection_out(d) for d in run._kept],
         "history": history,
     }
@@ -318,6 +323,8 @@ def restore(run: Run, text: str) -> None:
     # Whether the ladder steps once per turn, and the turn each pattern last stepped in.
     run._turns_marked = state.get("turns_marked", False)
     run._hit_turns = {_key(k): turn for k, turn in state.get("hit_turns", ())}
+    run._told_at, run._told_turn = state.get("told", (0, 0))
+    run._warned = {_key(k): (count, turn) for k, count, turn in state.get("warned", ())}
     run._kept = deque((codec.detection_in(d) for d in state["kept"]), maxlen=run._kept.maxlen)
     for record in state["history"]:
         run._append(codec.record_in(record))
