@@ -31,14 +31,16 @@ def decide(
     hits: Callable[[Hashable], int],
     *,
     early: int = 0,
-    told: Callable[[Hashable], int] | None = None,
+    persist: int = 0,
+    told: Callable[[Call, int], Callable[[Hashable], int]] | None = None,
     observe: bool = False,
     on_error: Callable[[Layer, Call, Exception], object] | None = None,
 ) -> Decision:
     """Run every layer on ``call`` and choose what to do.
 
     A ``"limit"`` detection kills; a ``"warning"`` warns; a ``"loop"`` the evidence does not yet
-    make one (``early_warning``) is answered as an early warning (its kind becomes
+    make one (``early_warning``, with ``told(call, persist)``: what the model was told) is
+    answered as an early warning (its kind becomes
     ``"warning"``), else takes the ladder's step for the number of times its pattern was acted
     on as a loop before (``hits``). The most severe action wins.
     In observe mode each detection keeps the action it would have taken and the call goes ahead.
@@ -65,8 +67,10 @@ def decide(
     best: Detection | None = None
     best_action: str = "call"
     completed = []
+    # What the model was told (``told`` of the call and ``persist``), read only when a layer fired.
+    times = told(call, persist) if early and told is not None else None
     for detection in found:
-        if early and early_warning(detection, early, told):
+        if early and early_warning(detection, early, times):
             action: Action = "warn"
             detection = dataclasses.replace(
                 detection, run_id=run.id, call_index=call.index, fn=detection.fn or call.fn,

@@ -302,7 +302,8 @@ class RunState:
         observe = plan.observe or state.mode_override == "observe"
         failures = self._layer_failures
         decision = decide(self, call, layers, plan.ladder, self._hit_count,
-                          early=plan.settings.early_warnings, told=self._told(call, plan),
+                          early=plan.settings.early_warnings,
+                          persist=plan.settings.persist_window, told=self._told,
                           observe=observe, on_error=self._layer_failed)
         if self._layer_failures != failures and plan.settings.fail_closed:
             return call, _REFUSED  # a layer could not judge the call: refuse it
@@ -402,15 +403,15 @@ class RunState:
             decision = self._under_bar(decision)
         return decision
 
-    def _told(self, call: Call, plan: Plan) -> Callable[[Hashable], int]:
+    def _told(self, call: Call, persist: int) -> Callable[[Hashable], int]:
         """How often the model was told about a pattern before a loop of it detected now: the
         warnings about it that reached the model (given in an earlier turn), or as many as it
-        takes when it was warned about anything a short while ago, in an earlier turn. A loop the
-        model was told about persists after the model was told."""
+        takes when it was warned about anything in the last ``persist`` calls, in an earlier
+        turn. A loop the model was told about persists after the model was told."""
         told = self._told_at
         marked = self._turns_marked
         turn = self._turn
-        if (told and call.index - told <= plan.settings.persist_window
+        if (told and call.index - told <= persist
                 and not (marked and self._told_turn == turn)):
             return _TOLD
         warned = self._warned

@@ -76,7 +76,7 @@ def side_effect(call: Call) -> bool:
     does it twice (a payment, an email, an event booked): a write by its name or declared kind.
     A shell command that writes a file is a write too, but running the same one again rewrites
     the same file: repeating it is judged like any repeat."""
-    return call.kind == "write" and infer_kind(call.fn) != "exec"
+    return call.kind == "write" and not _shell(call.fn)
 
 
 def last_change(history: Sequence[CallRecord], args_fp: bytes, after: int) -> int:
