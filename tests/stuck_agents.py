@@ -49,6 +49,23 @@ def lookup(index: int) -> str:
     return LAPTOPS[index]
 
 
+COMPARED = "12 laptops compared"  # the answer of a legitimate model loop (``model_loop``)
+
+
+def model_loop(kind: str, turn: int) -> list[tuple[str, dict[str, Any]]] | None:
+    """The tool calls of the ``turn``-th (1-based) model call of a model that loops without a
+    tool ever doing anything new: ``unknown`` asks for a tool the agent does not have,
+    ``invalid`` for ``search`` with an argument it does not take, ``batch`` for the same two calls
+    every turn; ``legit`` looks up 12 different laptops, then answers ``COMPARED`` (None)."""
+    if kind == "legit" and turn > 12:
+        return None
+    return {
+        "unknown": [("web_browse", {"url": "https://shop.example/laptops"})],
+        "invalid": [("search", {"terms": "laptops"})],
+        "batch": [("tool_a", {"query": "laptops"}), ("tool_b", {"query": "laptops"})],
+        "legit": [("lookup", {"index": turn - 1})],
+    }[kind]
+
 
 def script(variant: str, i: int) -> tuple[str, dict[str, Any]]:
     """The ``i``-th (0-based) tool call of a stuck model: a tool name and its arguments."""

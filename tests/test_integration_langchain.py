@@ -23,11 +23,13 @@ from fuzeguard.integrations.langchain import LoopGuardMiddleware
 from fuzeguard.testing import capture_detections
 from tests.stuck_agents import (
     ACTIONS,
+    COMPARED,
     VARIANTS,
     WRAP_UP,
     Tally,
     check_run,
     lookup,
+    model_loop,
     script,
     tools,
 )
@@ -423,10 +425,8 @@ def test_the_ladder_steps_once_per_model_turn_for_parallel_identical_calls() -> 
 
 
 class ModelLoop(StuckModel):
-    """A model that loops without a tool ever doing anything new: ``unknown`` asks for a tool
-    the agent does not have, ``invalid`` for ``search`` with an argument it does not take,
-    ``batch`` for the same two calls every turn; ``legit`` searches 12 different things (each
-    answer new), then answers. Asked for a final answer after a kill, it answers ``WRAP_UP``."""
+    """A model that loops without a tool ever doing anything new (``model_loop``). Asked for a
+    final answer after a kill, it answers ``WRAP_UP``."""
 
     kind: str = "unknown"
 
@@ -436,14 +436,9 @@ class ModelLoop(StuckModel):
         turn = self.turns
         if str(messages[-1].content).startswith("[fuzeguard]"):
             return ChatResult(generations=[ChatGeneration(message=AIMessage(WRAP_UP))])
-        calls = {
-            "unknown": [("web_browse", {"url": "https://shop.example/laptops"})],
-            "invalid": [("search", {"terms": "laptops"})],
-            "batch": [("tool_a", {"query": "laptops"}), ("tool_b", {"query": "laptops"})],
-            "legit": [("lookup", {"index": turn - 1})],
-        }[self.kind]
-        if self.kind == "legit" and turn > 12:
-            return ChatResult(generations=[ChatGeneration(message=AIMessage("12 models compared"))])
+        calls = model_loop(self.kind, turn)
+        if calls is None:
+            return ChatResult(generations=[ChatGeneration(message=AIMessage(COMPARED))])
         message = AIMessage("", tool_calls=[{"name": n, "args": a, "id": f"c{turn}-{k}"}
                                             for k, (n, a) in enumerate(calls)])
         return ChatResult(generations=[ChatGeneration(message=message)])
@@ -480,7 +475,7 @@ def test_the_same_batch_of_two_calls_every_turn_is_ended_within_six_model_calls(
 
 def test_a_legitimate_twelve_turn_run_with_distinct_calls_is_answered_normally() -> None:
     answer, calls, _, logs = _model_loop("legit")
-    assert answer == "12 models compared" and calls == 13
+    assert answer == COMPARED and calls == 13
     assert not [e for e in logs if e["event"] in ("fuzeguard.run_killed", "fuzeguard.loop_detected")]
 
 
