@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import threading
 from collections import Counter
 from dataclasses import asdict, dataclass, field
@@ -65,6 +67,23 @@ def model_loop(kind: str, turn: int) -> list[tuple[str, dict[str, Any]]] | None:
         "batch": [("tool_a", {"query": "laptops"}), ("tool_b", {"query": "laptops"})],
         "legit": [("lookup", {"index": turn - 1})],
     }[kind]
+
+
+def check_rejected_calls_replayed(folder: Path) -> list[dict[str, Any]]:
+    """``folder`` holds the traces of a ``model_loop("unknown")`` agent: its model calls' run is
+    traced like any run (three rejected calls, the 3rd killed), and ``fuze replay`` finds the
+    same kill. The traced model calls."""
+    lines = [json.loads(line) for path in folder.iterdir()
+             for line in path.read_text(encoding="utf-8").splitlines()]
+    model = [line for line in lines if line.get("fn") == "model.rejected"]
+    assert [line["args"] for line in model] == [
+        {"calls": ['web_browse({"url": "https://shop.example/laptops"})']}] * 3
+    assert [line.get("result") for line in model[:2]] == [{"rejected": True}] * 2
+    assert model[2]["detections"][0]["action"] == "kill"
+    done = subprocess.run([sys.executable, "-m", "fuzeguard", "replay", str(folder)],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert "model.rejected" in done.stdout and "dedup" in done.stdout, done.stdout + done.stderr
+    return model
 
 
 def script(variant: str, i: int) -> tuple[str, dict[str, Any]]:

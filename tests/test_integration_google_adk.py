@@ -27,7 +27,19 @@ from fuzeguard import LoopDetected
 from fuzeguard.integrations._runs import KeyedRuns
 from fuzeguard.integrations.google_adk import LoopGuardPlugin
 from tests.served import ANSWER, CONCURRENT, LEGIT, LOOPING, check_served, next_call
-from tests.stuck_agents import ACTIONS, VARIANTS, WRAP_UP, Tally, check_run, script, tools
+from tests.stuck_agents import (
+    ACTIONS,
+    COMPARED,
+    VARIANTS,
+    WRAP_UP,
+    Tally,
+    check_rejected_calls_replayed,
+    check_run,
+    lookup,
+    model_loop,
+    script,
+    tools,
+)
 
 MAX_LLM_CALLS = 25  # RunConfig.max_llm_calls for the stuck agents (ADK's default is 500)
 
@@ -305,3 +317,93 @@ def test_parallel_calls_of_one_model_turn_take_one_step_of_the_ladder() -> None:
     assert actions == ["warn"] * 4 + ["skip"] * 3 + ["kill"]
     assert tally.total == 6 and model.turns == 5  # the 5th: asked for the final answer
     assert final is not None and final.startswith("Stopped: the agent was looping")
+
+
+class ModelLoop(BaseLlm):
+    """A model that loops without a tool ever doing anything new (``model_loop``); asked for a
+    final answer (no tool declared), it answers ``WRAP_UP``."""
+
+    model: str = "model-loop"
+    kind: str = "unknown"
+    turns: int = 0
+
+    async def generate_content_async(
+        self, llm_request: LlmRequest, stream: bool = False
+    ) -> AsyncGenerator[LlmResponse, None]:
+        self.turns += 1
+        if llm_request.config is not None and not llm_request.config.tools:
+            yield _text(WRAP_UP)
+            return
+        calls = model_loop(self.kind, self.turns)
+        if calls is None:
+            yield _text(COMPARED)
+            return
+        parts = [types.Part(function_call=types.FunctionCall(name=name, args=args, id=f"c{self.turns}-{k}"))
+                 for k, (name, args) in enumerate(calls)]
+        usage = types.GenerateContentResponseUsageMetadata(total_token_count=120)
+        yield LlmResponse(content=types.Content(role="model", parts=parts), usage_metadata=usage)
+
+
+def _model_loop(kind: str, **options: Any) -> tuple[str | None, int, Tally, list[dict[str, Any]]]:
+    """The final response, the model calls, the tool runs and the logs."""
+    tally = Tally()
+    model = ModelLoop(kind=kind)
+    agent = LlmAgent(name="shopper", model=model, tools=[*tools(tally), lookup])
+    runner = InMemoryRunner(app=App(name="shop", root_agent=agent,
+                                    plugins=[LoopGuardPlugin(**options)]))
+    with capture_logs() as logs:
+        final = asyncio.run(_ask(runner, "find me a laptop",
+                                 run_config=RunConfig(max_llm_calls=MAX_LLM_CALLS)))
+    return final, model.turns, tally, logs
+
+
+@pytest.mark.parametrize("kind", ["unknown", "invalid"])
+def test_a_model_that_keeps_asking_for_a_call_that_cannot_run_is_ended_with_an_answer(kind: str) -> None:
+    """ADK answers a tool it does not have with its own "not found" error (judged as the model
+    call's rejection), and a missing argument with an error result of the tool (judged as the
+    tool's call). Either way the invocation ends within 8 model calls with the model's answer."""
+    final, calls, tally, logs = _model_loop(kind)
+    assert final == WRAP_UP and calls <= 8 and tally.total == 0
+    killed = [(e["run_name"], e["fn"]) for e in logs if e["event"] == "fuzeguard.run_killed"]
+    assert killed == ([("shopper/model", "model.rejected")] if kind == "unknown"
+                      else [("shopper", "search")])
+
+
+def test_the_same_batch_of_two_calls_every_turn_is_ended_within_six_model_calls() -> None:
+    final, calls, tally, _ = _model_loop("batch")
+    assert final == WRAP_UP and calls <= 6
+    assert tally.runs == {"tool_a": 3, "tool_b": 3}  # the 3rd batch warned
+
+
+def test_a_legitimate_twelve_turn_run_with_distinct_calls_is_answered_normally() -> None:
+    final, calls, _, logs = _model_loop("legit")
+    assert final == COMPARED and calls == 13
+    assert not [e for e in logs if e["event"] in ("fuzeguard.run_killed", "fuzeguard.loop_detected")]
+
+
+def test_max_model_calls_ends_the_invocation_at_the_model_call_after_the_limit() -> None:
+    """Where ADK's ``RunConfig.max_llm_calls`` raises ``LlmCallsLimitExceededError``, the
+    plugin's limit ends the invocation with the model's final answer, asked without tools."""
+    final, calls, _, logs = _model_loop("legit", max_model_calls=5)
+    assert final == WRAP_UP and calls == 6  # 5, then the final answer's (the 6th not made)
+    (limit,) = [e for e in logs if e["event"] == "fuzeguard.limit_reached"]
+    assert limit["run_name"] == "shopper/model" and limit["call_index"] == 6
+    with pytest.raises(ValueError, match="max_model_calls takes a whole number of 1 or more"):
+        LoopGuardPlugin(max_model_calls=0)
+
+
+def test_without_wrap_up_a_model_loop_ends_with_the_canned_answer() -> None:
+    final, calls, _, _ = _model_loop("unknown", wrap_up=False)
+    assert final is not None and final.startswith("Stopped:") and "`web_browse`" in final
+    assert calls == 3
+
+
+def test_model_calls_are_traced_with_their_tokens_and_fuze_replay_judges_them_alike(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    folder = tmp_path / "traces"
+    monkeypatch.setenv("FUZE_TRACE", f"{folder}/")
+    final, _, _, _ = _model_loop("unknown")
+    assert final == WRAP_UP
+    traced = check_rejected_calls_replayed(folder)
+    assert [line.get("cost") for line in traced[:2]] == [120.0, 120.0]  # usage_metadata's tokens
