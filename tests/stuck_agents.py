@@ -47,7 +47,11 @@ LAPTOPS = [f"{name}: {detail}" for name, detail in [
 
 
 def lookup(index: int) -> str:
-    """Look up one laptop's specification."""
+    """Look up one laptop's specification.
+
+    Args:
+        index: which laptop (0 to 11)
+    """
     return LAPTOPS[index]
 
 

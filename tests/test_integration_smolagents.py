@@ -14,6 +14,7 @@ from smolagents.models import (
     MessageRole,
     Model,
 )
+from smolagents.monitoring import TokenUsage
 from structlog.testing import capture_logs
 
 import fuzeguard
@@ -21,11 +22,15 @@ from fuzeguard import LoopDetected
 from fuzeguard.integrations.smolagents import LoopGuard, guarded_tool, stop_on_kill
 from tests.stuck_agents import (
     ACTIONS,
+    COMPARED,
     VARIANTS,
     WRAP_UP,
     Behaviour,
     Tally,
     check,
+    check_rejected_calls_replayed,
+    lookup,
+    model_loop,
     script,
     short,
     tools,
@@ -262,3 +267,88 @@ def test_tool_subclasses_and_managed_agents_are_guarded_and_the_originals_untouc
     with capture_logs():
         answer = worker.run("TASK: loop")
     assert answer == WRAP_UP and len(ran) == 1 + 4  # the worker's loop, ended
+
+
+class ModelLoop(Model):
+    """A model that loops without a tool ever doing anything new (``model_loop``; its answer
+    through smolagents' ``final_answer`` tool); asked for a final answer (no tool offered), it
+    answers ``WRAP_UP``; ``text`` answers with the same text every step (not a tool call)."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__(model_id="model-loop")
+        self.kind = kind
+        self.turns = 0
+
+    def generate(self, messages: list[Any], stop_sequences: Any = None, response_format: Any = None,
+                 tools_to_call_from: Any = None, **kwargs: Any) -> ChatMessage:
+        self.turns += 1
+        if tools_to_call_from is None:
+            return ChatMessage(role=MessageRole.ASSISTANT, content=WRAP_UP)
+        usage = TokenUsage(input_tokens=100, output_tokens=20)
+        if self.kind == "text":
+            return ChatMessage(role=MessageRole.ASSISTANT, content="Let me think about laptops.",
+                               token_usage=usage)
+        calls = model_loop(self.kind, self.turns) or [("final_answer", {"answer": COMPARED})]
+        asked = [ChatMessageToolCall(id=f"c{self.turns}-{k}", type="function",
+                                     function=ChatMessageToolCallFunction(name=name, arguments=args))
+                 for k, (name, args) in enumerate(calls)]
+        return ChatMessage(role=MessageRole.ASSISTANT, content="", tool_calls=asked, token_usage=usage)
+
+
+def _model_loop(kind: str, **options: Any) -> tuple[Any, int, Tally, list[dict[str, Any]]]:
+    """The run's answer, the model calls, the tool runs and the logs."""
+    from smolagents import tool as smol_tool
+
+    tally = Tally()
+    model = ModelLoop(kind)
+    agent = ToolCallingAgent(tools=[smol_tool(f) for f in [*tools(tally), lookup]], model=model,
+                             verbosity_level=0, max_steps=30)
+    LoopGuard(**options).protect(agent)
+    with capture_logs() as logs:
+        answer = agent.run("find me a laptop")
+    return answer, model.turns, tally, logs
+
+
+@pytest.mark.parametrize("kind", ["unknown", "invalid", "text"])
+def test_a_model_that_keeps_asking_for_a_call_that_cannot_run_is_ended_with_an_answer(kind: str) -> None:
+    """smolagents answers an unknown tool (``AgentToolExecutionError``), arguments the tool does
+    not take (``AgentToolCallError``, before the tool runs) and a text it cannot parse as a call
+    (``AgentParsingError``) with an error the model reads next step, until ``max_steps``: each
+    such step is a rejected model call, and the run ends within 8 model calls with the model's
+    own final answer."""
+    answer, calls, tally, logs = _model_loop(kind)
+    assert answer == WRAP_UP and calls <= 8 and tally.total == 0
+    killed = [(e["run_name"], e["fn"]) for e in logs if e["event"] == "fuzeguard.run_killed"]
+    assert killed == [("smolagents-run/model", "model.rejected")]
+
+
+def test_the_same_batch_of_two_calls_every_turn_is_ended_within_six_model_calls() -> None:
+    answer, calls, tally, _ = _model_loop("batch")
+    assert answer == WRAP_UP and calls <= 6
+    assert tally.runs == {"tool_a": 3, "tool_b": 3}  # the 3rd batch warned
+
+
+def test_a_legitimate_twelve_turn_run_with_distinct_calls_is_answered_normally() -> None:
+    answer, calls, _, logs = _model_loop("legit")
+    assert answer == COMPARED and calls == 13
+    assert not [e for e in logs if e["event"] in ("fuzeguard.run_killed", "fuzeguard.loop_detected")]
+
+
+def test_max_model_calls_ends_the_run_at_the_model_call_after_the_limit() -> None:
+    answer, calls, _, logs = _model_loop("legit", max_model_calls=5)
+    assert answer == WRAP_UP and calls == 6  # 5, then the final answer's (the 6th not made)
+    (limit,) = [e for e in logs if e["event"] == "fuzeguard.limit_reached"]
+    assert limit["run_name"] == "smolagents-run/model" and limit["call_index"] == 6
+    with pytest.raises(ValueError, match="max_model_calls takes a whole number of 1 or more"):
+        LoopGuard(max_model_calls=True)  # type: ignore[arg-type]
+
+
+def test_model_calls_are_traced_with_their_tokens_and_fuze_replay_judges_them_alike(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    folder = tmp_path / "traces"
+    monkeypatch.setenv("FUZE_TRACE", f"{folder}/")
+    answer, _, _, _ = _model_loop("unknown")
+    assert answer == WRAP_UP
+    traced = check_rejected_calls_replayed(folder)
+    assert [line.get("cost") for line in traced[:2]] == [120.0, 120.0]  # token_usage's total
