@@ -282,7 +282,9 @@ class ModelLoop(Model):
     def generate(self, messages: list[Any], stop_sequences: Any = None, response_format: Any = None,
                  tools_to_call_from: Any = None, **kwargs: Any) -> ChatMessage:
         self.turns += 1
-        if tools_to_call_from is None:
+        last = messages[-1]
+        content = last["content"] if isinstance(last, dict) else last.content
+        if "[fuzeguard] Your tool calls were stopped" in str(content):  # asked for a final answer
             return ChatMessage(role=MessageRole.ASSISTANT, content=WRAP_UP)
         usage = TokenUsage(input_tokens=100, output_tokens=20)
         if self.kind == "text":
@@ -295,28 +297,34 @@ class ModelLoop(Model):
         return ChatMessage(role=MessageRole.ASSISTANT, content="", tool_calls=asked, token_usage=usage)
 
 
-def _model_loop(kind: str, **options: Any) -> tuple[Any, int, Tally, list[dict[str, Any]]]:
+def _model_loop(kind: str, *, code: bool = False, **options: Any,
+                ) -> tuple[Any, int, Tally, list[dict[str, Any]]]:
     """The run's answer, the model calls, the tool runs and the logs."""
+    from smolagents import CodeAgent
     from smolagents import tool as smol_tool
 
     tally = Tally()
     model = ModelLoop(kind)
-    agent = ToolCallingAgent(tools=[smol_tool(f) for f in [*tools(tally), lookup]], model=model,
-                             verbosity_level=0, max_steps=30)
+    agent = (CodeAgent if code else ToolCallingAgent)(
+        tools=[smol_tool(f) for f in [*tools(tally), lookup]], model=model, verbosity_level=0,
+        max_steps=30)
     LoopGuard(**options).protect(agent)
     with capture_logs() as logs:
         answer = agent.run("find me a laptop")
     return answer, model.turns, tally, logs
 
 
-@pytest.mark.parametrize("kind", ["unknown", "invalid", "text"])
-def test_a_model_that_keeps_asking_for_a_call_that_cannot_run_is_ended_with_an_answer(kind: str) -> None:
+@pytest.mark.parametrize(("kind", "code"), [("unknown", False), ("invalid", False), ("text", False),
+                                           ("text", True)])
+def test_a_model_that_keeps_asking_for_a_call_that_cannot_run_is_ended_with_an_answer(
+    kind: str, code: bool,
+) -> None:
     """smolagents answers an unknown tool (``AgentToolExecutionError``), arguments the tool does
     not take (``AgentToolCallError``, before the tool runs) and a text it cannot parse as a call
-    (``AgentParsingError``) with an error the model reads next step, until ``max_steps``: each
-    such step is a rejected model call, and the run ends within 8 model calls with the model's
-    own final answer."""
-    answer, calls, tally, logs = _model_loop(kind)
+    (``AgentParsingError``; a ``CodeAgent``'s text without code too) with an error the model
+    reads next step, until ``max_steps``: each such step is a rejected model call, and the run
+    ends within 8 model calls with the model's own final answer."""
+    answer, calls, tally, logs = _model_loop(kind, code=code)
     assert answer == WRAP_UP and calls <= 8 and tally.total == 0
     killed = [(e["run_name"], e["fn"]) for e in logs if e["event"] == "fuzeguard.run_killed"]
     assert killed == [("smolagents-run/model", "model.rejected")]
