@@ -26,7 +26,9 @@ from tests.stuck_agents import (
     VARIANTS,
     Tally,
     check_rejected_calls_replayed,
+    killed_runs,
     lookup,
+    looped,
     model_loop,
     script,
     tools,
@@ -126,15 +128,20 @@ def plain_kickoff(**options: Any) -> dict[str, Any]:
     guard = LoopGuard(**options).register()
     crew, llm = request_crew("loop", tally)
     try:
-        out = crew.kickoff()
-        ended = f"returned {out.raw}"
-    except Exception as exc:
-        ended = f"raised {type(exc).__name__}" + (
-            " (a LoopDetected)" if isinstance(exc, fuzeguard.LoopDetected) else "")
+        ended = kicked_off(crew)
     finally:
         guard.unregister()
     return {"ended": ended, "total": tally.total, "llm calls": len(llm.shown),
             "last asked": llm.shown[-1].splitlines()[-1]}
+
+
+def kicked_off(crew: Crew) -> str:
+    """How ``crew.kickoff()`` ended: what it returned, or what it raised."""
+    try:
+        return f"returned {crew.kickoff().raw}"
+    except Exception as exc:
+        return f"raised {type(exc).__name__}" + (
+            " (a LoopDetected)" if isinstance(exc, fuzeguard.LoopDetected) else "")
 
 
 def request_crew(text: str, tally: Tally) -> tuple[Crew, RequestLLM]:
@@ -203,13 +210,12 @@ def two_guards() -> dict[str, Any]:
     return {"total": tally.total, "calls": calls, "ended": ended}
 
 
-class ModelLoopLLM(BaseLLM):
+class ModelLoopLLM(StuckLLM):
     """A ReAct LLM that loops without a tool ever doing anything new (``model_loop``; one action
     a response, so ``batch`` asks for its two calls in turn); asked for a final answer, it answers
     ``WRAP_UP``."""
 
     kind: str = "unknown"
-    turns: int = 0
 
     def call(self, messages: Any, tools: Any = None, callbacks: Any = None,
              available_functions: Any = None, **kwargs: Any) -> str:
@@ -227,15 +233,6 @@ class ModelLoopLLM(BaseLLM):
             (name, args), = calls
         return f"Thought: I should look this up\nAction: {name}\nAction Input: {json.dumps(args)}"
 
-    def supports_function_calling(self) -> bool:
-        return False
-
-    def supports_stop_words(self) -> bool:
-        return False
-
-    def get_context_window_size(self) -> int:
-        return 8192
-
 
 def model_loop_crew(kind: str, **options: Any) -> dict[str, Any]:
     """A crew whose LLM loops without a tool doing anything new, with only the hooks added: its
@@ -251,16 +248,11 @@ def model_loop_crew(kind: str, **options: Any) -> dict[str, Any]:
     task = Task(description="find me a laptop", expected_output="a laptop", agent=agent)
     try:
         with capture_logs() as logs:
-            try:
-                ended = f"returned {Crew(agents=[agent], tasks=[task], verbose=False).kickoff().raw}"
-            except Exception as exc:
-                ended = f"raised {type(exc).__name__}" + (
-                    " (a LoopDetected)" if isinstance(exc, fuzeguard.LoopDetected) else "")
+            ended = kicked_off(Crew(agents=[agent], tasks=[task], verbose=False))
     finally:
         guard.unregister()
     return {"ended": ended, "llm calls": llm.turns, "runs": dict(tally.runs),
-            "killed": [[e["run_name"], e["fn"]] for e in logs if e["event"] == "fuzeguard.run_killed"],
-            "detected": sum(e["event"] == "fuzeguard.loop_detected" for e in logs),
+            "killed": killed_runs(logs), "looped": looped(logs),
             "limits": [[e["run_name"], e["call_index"]] for e in logs
                        if e["event"] == "fuzeguard.limit_reached"]}
 

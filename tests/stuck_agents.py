@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -65,12 +66,58 @@ def model_loop(kind: str, turn: int) -> list[tuple[str, dict[str, Any]]] | None:
     every turn; ``legit`` looks up 12 different laptops, then answers ``COMPARED`` (None)."""
     if kind == "legit" and turn > 12:
         return None
-    return {
+    loops: dict[str, list[tuple[str, dict[str, Any]]]] = {
         "unknown": [("web_browse", {"url": "https://shop.example/laptops"})],
         "invalid": [("search", {"terms": "laptops"})],
         "batch": [("tool_a", {"query": "laptops"}), ("tool_b", {"query": "laptops"})],
         "legit": [("lookup", {"index": turn - 1})],
-    }[kind]
+    }
+    return loops[kind]
+
+
+ModelLoopRun = Callable[..., tuple[Any, int, "Tally", list[dict[str, Any]]]]
+
+
+def check_model_loops(loop: ModelLoopRun, run_name: str) -> None:
+    """The bar every integration that records model calls meets, ``loop(kind, **options)``
+    running a ``model_loop`` agent with only the integration added (its answer, model calls,
+    tool runs, logs): the same batch of two calls every turn ended within 6 model calls with
+    the model's final answer (the 3rd batch warned); a legitimate 12-turn run answered normally;
+    ``max_model_calls=5`` ending the agent at the 6th call, made as the final answer's, in the
+    ``run_name`` model calls' run."""
+    answer, calls, tally, _ = loop("batch")
+    assert answer == WRAP_UP and calls <= 6
+    assert tally.runs == {"tool_a": 3, "tool_b": 3}
+    answer, calls, _, logs = loop("legit")
+    assert answer == COMPARED and calls == 13 and not looped(logs)
+    answer, calls, _, logs = loop("legit", max_model_calls=5)
+    assert answer == WRAP_UP and calls == 6
+    assert limit_reached(logs) == (run_name, 6)
+
+
+def killed_runs(logs: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """The runs a kill ended, in captured ``logs``: (run name, the function it was judged on)."""
+    return [(e["run_name"], e["fn"]) for e in logs if e["event"] == "fuzeguard.run_killed"]
+
+
+def looped(logs: list[dict[str, Any]]) -> bool:
+    """Whether captured ``logs`` hold any loop detected or run killed."""
+    return any(e["event"] in ("fuzeguard.run_killed", "fuzeguard.loop_detected") for e in logs)
+
+
+def limit_reached(logs: list[dict[str, Any]]) -> tuple[str, int]:
+    """The one limit reached in captured ``logs``: the run's name, the call it stopped."""
+    (limit,) = [e for e in logs if e["event"] == "fuzeguard.limit_reached"]
+    return limit["run_name"], limit["call_index"]
+
+
+def traced_rejections(loop: ModelLoopRun, folder: Path, monkeypatch: Any) -> list[dict[str, Any]]:
+    """``loop("unknown")`` (see ``check_model_loops``) traced into ``folder``: ended with the
+    model's final answer, its model calls traced and replayed (``check_rejected_calls_replayed``)."""
+    monkeypatch.setenv("FUZE_TRACE", f"{folder}/")
+    answer, _, _, _ = loop("unknown")
+    assert answer == WRAP_UP
+    return check_rejected_calls_replayed(folder)
 
 
 def check_rejected_calls_replayed(folder: Path) -> list[dict[str, Any]]:

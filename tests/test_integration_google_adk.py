@@ -33,12 +33,14 @@ from tests.stuck_agents import (
     VARIANTS,
     WRAP_UP,
     Tally,
-    check_rejected_calls_replayed,
+    check_model_loops,
     check_run,
+    killed_runs,
     lookup,
     model_loop,
     script,
     tools,
+    traced_rejections,
 )
 
 MAX_LLM_CALLS = 25  # RunConfig.max_llm_calls for the stuck agents (ADK's default is 500)
@@ -364,30 +366,15 @@ def test_a_model_that_keeps_asking_for_a_call_that_cannot_run_is_ended_with_an_a
     tool's call). Either way the invocation ends within 8 model calls with the model's answer."""
     final, calls, tally, logs = _model_loop(kind)
     assert final == WRAP_UP and calls <= 8 and tally.total == 0
-    killed = [(e["run_name"], e["fn"]) for e in logs if e["event"] == "fuzeguard.run_killed"]
-    assert killed == ([("shopper/model", "model.rejected")] if kind == "unknown"
+    assert killed_runs(logs) == ([("shopper/model", "model.rejected")] if kind == "unknown"
                       else [("shopper", "search")])
 
 
-def test_the_same_batch_of_two_calls_every_turn_is_ended_within_six_model_calls() -> None:
-    final, calls, tally, _ = _model_loop("batch")
-    assert final == WRAP_UP and calls <= 6
-    assert tally.runs == {"tool_a": 3, "tool_b": 3}  # the 3rd batch warned
-
-
-def test_a_legitimate_twelve_turn_run_with_distinct_calls_is_answered_normally() -> None:
-    final, calls, _, logs = _model_loop("legit")
-    assert final == COMPARED and calls == 13
-    assert not [e for e in logs if e["event"] in ("fuzeguard.run_killed", "fuzeguard.loop_detected")]
-
-
-def test_max_model_calls_ends_the_invocation_at_the_model_call_after_the_limit() -> None:
+def test_a_batch_every_turn_a_legitimate_run_and_max_model_calls_meet_the_bar() -> None:
     """Where ADK's ``RunConfig.max_llm_calls`` raises ``LlmCallsLimitExceededError``, the
-    plugin's limit ends the invocation with the model's final answer, asked without tools."""
-    final, calls, _, logs = _model_loop("legit", max_model_calls=5)
-    assert final == WRAP_UP and calls == 6  # 5, then the final answer's (the 6th not made)
-    (limit,) = [e for e in logs if e["event"] == "fuzeguard.limit_reached"]
-    assert limit["run_name"] == "shopper/model" and limit["call_index"] == 6
+    plugin's ``max_model_calls`` ends the invocation with the model's final answer, asked without
+    tools."""
+    check_model_loops(_model_loop, "shopper/model")
     with pytest.raises(ValueError, match="max_model_calls takes a whole number of 1 or more"):
         LoopGuardPlugin(max_model_calls=0)
 
@@ -401,9 +388,5 @@ def test_without_wrap_up_a_model_loop_ends_with_the_canned_answer() -> None:
 def test_model_calls_are_traced_with_their_tokens_and_fuze_replay_judges_them_alike(
     tmp_path: Any, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    folder = tmp_path / "traces"
-    monkeypatch.setenv("FUZE_TRACE", f"{folder}/")
-    final, _, _, _ = _model_loop("unknown")
-    assert final == WRAP_UP
-    traced = check_rejected_calls_replayed(folder)
+    traced = traced_rejections(_model_loop, tmp_path / "traces", monkeypatch)
     assert [line.get("cost") for line in traced[:2]] == [120.0, 120.0]  # usage_metadata's tokens

@@ -27,12 +27,12 @@ from tests.stuck_agents import (
     VARIANTS,
     WRAP_UP,
     Tally,
-    check_rejected_calls_replayed,
     check_run,
     lookup,
     model_loop,
     script,
     tools,
+    traced_rejections,
 )
 
 
@@ -494,11 +494,7 @@ def test_model_calls_are_traced_and_fuze_replay_judges_them_alike(
     tmp_path: Any, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The model calls' run is traced like any run: replaying the trace finds the same kill."""
-    folder = tmp_path / "traces"
-    monkeypatch.setenv("FUZE_TRACE", f"{folder}/")
-    answer, _, _, _ = _model_loop("unknown")
-    assert answer == WRAP_UP
-    check_rejected_calls_replayed(folder)
+    traced_rejections(_model_loop, tmp_path / "traces", monkeypatch)
 
 
 class Delegating(StuckModel):

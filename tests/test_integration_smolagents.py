@@ -28,12 +28,14 @@ from tests.stuck_agents import (
     Behaviour,
     Tally,
     check,
-    check_rejected_calls_replayed,
+    check_model_loops,
+    killed_runs,
     lookup,
     model_loop,
     script,
     short,
     tools,
+    traced_rejections,
 )
 
 
@@ -326,27 +328,13 @@ def test_a_model_that_keeps_asking_for_a_call_that_cannot_run_is_ended_with_an_a
     ends within 8 model calls with the model's own final answer."""
     answer, calls, tally, logs = _model_loop(kind, code=code)
     assert answer == WRAP_UP and calls <= 8 and tally.total == 0
-    killed = [(e["run_name"], e["fn"]) for e in logs if e["event"] == "fuzeguard.run_killed"]
-    assert killed == [("smolagents-run/model", "model.rejected")]
+    assert killed_runs(logs) == [("smolagents-run/model", "model.rejected")]
 
 
-def test_the_same_batch_of_two_calls_every_turn_is_ended_within_six_model_calls() -> None:
-    answer, calls, tally, _ = _model_loop("batch")
-    assert answer == WRAP_UP and calls <= 6
-    assert tally.runs == {"tool_a": 3, "tool_b": 3}  # the 3rd batch warned
-
-
-def test_a_legitimate_twelve_turn_run_with_distinct_calls_is_answered_normally() -> None:
-    answer, calls, _, logs = _model_loop("legit")
-    assert answer == COMPARED and calls == 13
-    assert not [e for e in logs if e["event"] in ("fuzeguard.run_killed", "fuzeguard.loop_detected")]
-
-
-def test_max_model_calls_ends_the_run_at_the_model_call_after_the_limit() -> None:
-    answer, calls, _, logs = _model_loop("legit", max_model_calls=5)
-    assert answer == WRAP_UP and calls == 6  # 5, then the final answer's (the 6th not made)
-    (limit,) = [e for e in logs if e["event"] == "fuzeguard.limit_reached"]
-    assert limit["run_name"] == "smolagents-run/model" and limit["call_index"] == 6
+def test_a_batch_every_turn_a_legitimate_run_and_max_model_calls_meet_the_bar() -> None:
+    """smolagents' ``max_steps`` asks for a final answer too; ``max_model_calls`` ends the run
+    after the step that reaches it, before the next model call."""
+    check_model_loops(_model_loop, "smolagents-run/model")
     with pytest.raises(ValueError, match="max_model_calls takes a whole number of 1 or more"):
         LoopGuard(max_model_calls=True)  # type: ignore[arg-type]
 
@@ -354,9 +342,5 @@ def test_max_model_calls_ends_the_run_at_the_model_call_after_the_limit() -> Non
 def test_model_calls_are_traced_with_their_tokens_and_fuze_replay_judges_them_alike(
     tmp_path: Any, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    folder = tmp_path / "traces"
-    monkeypatch.setenv("FUZE_TRACE", f"{folder}/")
-    answer, _, _, _ = _model_loop("unknown")
-    assert answer == WRAP_UP
-    traced = check_rejected_calls_replayed(folder)
+    traced = traced_rejections(_model_loop, tmp_path / "traces", monkeypatch)
     assert [line.get("cost") for line in traced[:2]] == [120.0, 120.0]  # token_usage's total
