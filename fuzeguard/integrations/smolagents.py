@@ -29,10 +29,10 @@ does not exist (``AgentToolExecutionError`` "Unknown tool"), the arguments are n
 (``AgentToolCallError``: smolagents checks them before the tool runs, so the guarded tool never
 sees them) or the output cannot be parsed (``AgentParsingError``) is a rejected call; a text
 that is neither final nor rejected is ``model.text``. The same rejected call again ends the run
-after that step as a kill does (the model's final answer). ``max_model_calls`` (off by default;
-smolagents' own ``max_steps`` asks for a final answer too) ends the run after the step that
-reaches it, before the next model call. Not recorded: planning steps (``planning_interval``),
-and the steps of a streamed run (``stream=True``) that raise no kill.
+after that step as a kill does (the model's final answer; a streamed run's is the canned one).
+``max_model_calls`` (off by default; smolagents' own ``max_steps`` asks for a final answer too)
+ends the run the same way after the step that reaches it, before the next model call. Not
+recorded: planning steps (``planning_interval``).
 
 Older: ``guarded_tool(fn)`` is ``smolagents.tool(guard(fn))``, and ``stop_on_kill`` is a step
 callback that raises ``LoopDetected`` once the current run is killed.
