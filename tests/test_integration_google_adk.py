@@ -385,6 +385,25 @@ def test_without_wrap_up_a_model_loop_ends_with_the_canned_answer() -> None:
     assert calls == 3
 
 
+def test_a_model_loop_stays_available_as_loop_detected_for_the_session() -> None:
+    tally = Tally()
+    plugin = LoopGuardPlugin()
+    agent = LlmAgent(name="shopper", model=ModelLoop(kind="unknown"), tools=tools(tally))
+    runner = InMemoryRunner(app=App(name="shop", root_agent=agent, plugins=[plugin]))
+
+    async def main() -> tuple[str, str | None]:
+        session = await runner.session_service.create_session(app_name="shop", user_id="u")
+        with capture_logs():
+            return session.id, await _ask(runner, "find me a laptop", session.id)
+
+    session_id, final = asyncio.run(main())
+    error = plugin.killed(session_id)
+    assert final == WRAP_UP and isinstance(error, LoopDetected)
+    assert error.detection.fn == "model.rejected" and error.detection.message.startswith(
+        "You asked again and again for tool calls that cannot run (`web_browse`")
+    assert error.stats.name == "shopper/model" and error.stats.calls == 2 and error.stats.killed
+
+
 def test_model_calls_are_traced_with_their_tokens_and_fuze_replay_judges_them_alike(
     tmp_path: Any, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
