@@ -57,6 +57,43 @@ def script(variant: str, i: int) -> tuple[str, dict[str, Any]]:
     return ("tool_a" if i % 2 == 0 else "tool_b"), {"query": f"q{i}"}
 
 
+LEGIT_TURNS = 12  # the tool turns of a legitimate run of ``model_loop_calls``
+LEGIT_ANSWER = "12 laptops compared"
+
+
+def model_loop_calls(kind: str, turn: int) -> list[tuple[str, dict[str, Any]]]:
+    """The tool calls of the ``turn``-th (1-based) model call of a model that loops without a
+    tool ever doing anything new: ``unknown`` asks for a tool the agent does not have,
+    ``invalid`` for ``search`` with an argument it does not take, ``batch`` for the same two
+    calls every turn; ``legit`` looks up a different laptop each turn, and after
+    ``LEGIT_TURNS`` turns asks for none (it answers ``LEGIT_ANSWER``)."""
+    if kind == "legit":
+        return [("lookup", {"index": turn - 1})] if turn <= LEGIT_TURNS else []
+    return {
+        "unknown": [("web_browse", {"url": "https://shop.example/laptops"})],
+        "invalid": [("search", {"terms": "laptops"})],
+        "batch": [("tool_a", {"query": "laptops"}), ("tool_b", {"query": "laptops"})],
+    }[kind]
+
+
+def check_model_calls_replayed(folder: Path) -> None:
+    """The traces in ``folder`` of a ``model_loop_calls("unknown")`` run that was ended: its
+    rejected model calls were traced (the third killed), and ``fuze replay`` finds the kill."""
+    import subprocess
+    import sys
+
+    lines = [json.loads(line) for path in folder.iterdir()
+             for line in path.read_text(encoding="utf-8").splitlines()]
+    model = [line for line in lines if line.get("fn") == "model.rejected"]
+    assert [line["args"] for line in model] == [
+        {"calls": ['web_browse({"url": "https://shop.example/laptops"})']}] * 3
+    assert [line.get("result") for line in model[:2]] == [{"rejected": True}] * 2
+    assert model[2]["detections"][0]["action"] == "kill"
+    done = subprocess.run([sys.executable, "-m", "fuzeguard", "replay", str(folder)],
+                          capture_output=True, text=True, timeout=120)
+    assert "model.rejected" in done.stdout and "dedup" in done.stdout, done.stdout + done.stderr
+
+
 @dataclass
 class Tally:
     """Counts tool runs and notes how many had run when the first loop was detected."""
