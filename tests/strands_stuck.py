@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 from collections.abc import AsyncGenerator
+from pathlib import Path
 from typing import Any
 
 from strands import Agent, tool
@@ -19,7 +21,17 @@ from structlog.testing import capture_logs
 from fuzeguard.integrations._runs import KeyedRuns
 from fuzeguard.integrations.strands import STATE_KEY, LoopGuard
 from tests.served import ANSWER, CONCURRENT, LEGIT, LOOPING, next_call
-from tests.stuck_agents import ACTIONS, VARIANTS, WRAP_UP, Tally, script, tools
+from tests.stuck_agents import (
+    ACTIONS,
+    LEGIT_ANSWER,
+    VARIANTS,
+    WRAP_UP,
+    Tally,
+    lookup,
+    model_loop_calls,
+    script,
+    tools,
+)
 
 GIVE_UP = 25  # Strands has no turn limit of its own: the stuck model gives up after 25 turns
 
@@ -209,6 +221,62 @@ def conversation() -> list[str]:
     return texts
 
 
+class ModelLoop(Scripted):
+    """Follows ``model_loop_calls``, reporting some token usage each turn; asked for a final
+    answer (no tool offered), answers ``WRAP_UP``."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind, self.turns = kind, 0
+
+    async def stream(self, messages: Any, *args: Any, **kwargs: Any) -> AsyncGenerator[Any, None]:
+        self.turns += 1
+        offered = args[0] if args else kwargs.get("tool_specs")
+        calls = model_loop_calls(self.kind, self.turns) if offered else []
+        yield {"messageStart": {"role": "assistant"}}
+        if not calls:
+            yield {"contentBlockDelta": {"delta": {"text": LEGIT_ANSWER if offered else WRAP_UP}}}
+            yield {"contentBlockStop": {}}
+        for k, (name, args_) in enumerate(calls):
+            use = {"name": name, "toolUseId": f"c{self.turns}-{k}"}
+            yield {"contentBlockStart": {"start": {"toolUse": use}}}
+            yield {"contentBlockDelta": {"delta": {"toolUse": {"input": json.dumps(args_)}}}}
+            yield {"contentBlockStop": {}}
+        yield {"messageStop": {"stopReason": "tool_use" if calls else "end_turn"}}
+        yield {"metadata": {"usage": {"inputTokens": 90, "outputTokens": 10, "totalTokens": 100},
+                            "metrics": {"latencyMs": 1}}}
+
+
+def model_loop(kind: str, **options: Any) -> dict[str, Any]:
+    """A model that loops without a tool ever doing anything new (``model_loop_calls``)."""
+    tally = Tally()
+    model = ModelLoop(kind)
+    agent = Agent(model=model, tools=[tool(f) for f in [*tools(tally), lookup]],
+                  hooks=[LoopGuard(**options)], name="shopper", callback_handler=None)
+    with capture_logs() as logs:
+        result = agent("find me a laptop")
+    error = result.state.get(STATE_KEY)
+    return {
+        "text": str(result).strip(), "turns": model.turns, "tool_runs": dict(tally.runs),
+        "killed": [[e["run_name"], e["fn"]] for e in logs if e["event"] == "fuzeguard.run_killed"],
+        "detected": [e["event"] for e in logs if e["event"] in ("fuzeguard.run_killed",
+                                                                 "fuzeguard.loop_detected")],
+        "limits": [[e["run_name"], e["call_index"]] for e in logs
+                   if e["event"] == "fuzeguard.limit_reached"],
+        "error": None if error is None else [error.detection.fn, error.stats.cost],
+    }
+
+
+def traced_model_loop() -> str:
+    """``model_loop("unknown")`` traced to a folder (``fuze replay`` reads it): the folder."""
+    folder = Path.cwd() / "traces"
+    os.environ["FUZE_TRACE"] = f"{folder}/"
+    try:
+        assert model_loop("unknown")["text"] == WRAP_UP
+    finally:
+        del os.environ["FUZE_TRACE"]
+    return str(folder)
+
+
 def main(out: str) -> None:
     with capture_logs():
         measured = {
@@ -219,6 +287,9 @@ def main(out: str) -> None:
             "parallel": parallel(),
             "wrap up": wrap_up(),
             "canned": wrap_up(wrap_up=False),
+            "model loop": {kind: model_loop(kind) for kind in ("unknown", "invalid", "batch", "legit")},
+            "max model calls": model_loop("legit", max_model_calls=5),
+            "traced": traced_model_loop(),
         }
     with open(out, "w", encoding="utf-8") as f:
         json.dump(measured, f)

@@ -18,7 +18,18 @@ another (an agent as a tool) gets a child run, when it has the same hooks.
   ``result.state["loop_detected"]`` is the ``LoopDetected`` (the detection, and the stats of the
   run it killed).
 
-Each model call ends a turn of a run the invocation opened (the ladder steps once per turn).
+Each model call ends a turn of a run the invocation opened (the ladder steps once per turn), and
+is recorded when its response comes (``AfterModelCallEvent``; ``_model_calls``, in a run of its
+own beside the invocation's): its tool calls, or a digest of its text, and its token usage
+(``metadata.usage``). A call the framework rejects is judged by meaning: one asking for a tool the
+agent does not have (Strands answers ``Unknown tool: NAME``, and its ``BeforeToolCallEvent`` has no
+``selected_tool``: not judged as a tool call), or with arguments a ``@tool`` function does not
+take (its ``AfterToolCallEvent`` carries Strands' ``Validation failed for input parameters``
+error). The same rejected call again ends the invocation like a kill: the batch's tools are
+cancelled and it ends after the batch with the final answer. ``max_model_calls`` (off by
+default) cancels the model call past the limit (``BeforeModelCallEvent.cancel``) with the final
+answer instead. A text answer always ends a Strands invocation, so no text is judged as a loop;
+Strands has no hook before a structured-output call, which is not recorded.
 Install with ``pip install 'fuzeguard[strands]'``.
 """
 
@@ -28,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from strands.hooks import (
     AfterInvocationEvent,
+    AfterModelCallEvent,
     AfterToolCallEvent,
     AfterToolsEvent,
     BeforeInvocationEvent,
@@ -41,6 +53,7 @@ from fuzeguard._private.exceptions import LoopDetected
 from fuzeguard._private.records import Detection
 from fuzeguard.integrations._calls import ToolCalls, stop_message, wrap_up_request
 from fuzeguard.integrations._hooked import Invocation, Invocations
+from fuzeguard.integrations._model_calls import ModelCalls
 from fuzeguard.integrations._wrap_up import DEFAULT_TIMEOUT, WrapUp, answer
 
 if TYPE_CHECKING:
@@ -49,26 +62,32 @@ if TYPE_CHECKING:
     from fuzeguard._private.options import ToolOptions
 
 STATE_KEY = "loop_detected"  # where a kill's LoopDetected is left in the result's state
+# How Strands answers a ``@tool`` function's call whose arguments do not validate (its own text).
+ARGUMENTS_REJECTED = "Validation failed for input parameters"
 
 
 class LoopGuard:
     """Guard every tool of a Strands agent against loops (a Strands ``HookProvider``).
 
     Options are those of ``guard()`` (``on_loop``, thresholds, ``on_detect``...), applied to each
-    tool by its name (``[functions.NAME]`` in fuze.toml applies too), plus ``wrap_up`` and
-    ``wrap_up_timeout``. Don't also ``guard()`` the tools' functions: each call would count twice.
+    tool by its name (``[functions.NAME]`` in fuze.toml applies too), plus ``wrap_up``,
+    ``wrap_up_timeout`` and ``max_model_calls`` (see the module docstring). Don't also ``guard()``
+    the tools' functions: each call would count twice.
     """
 
     def __init__(self, *, wrap_up: bool = True, wrap_up_timeout: float = DEFAULT_TIMEOUT,
-                 **options: Unpack[ToolOptions]) -> None:
+                 max_model_calls: int | None = None, **options: Unpack[ToolOptions]) -> None:
         self.wrap_up = WrapUp(wrap_up, wrap_up_timeout)
+        self.model_calls = ModelCalls(max_model_calls)
         self.calls = ToolCalls(**options)
         self._invocations = Invocations()
+        self._cancelled: set[int] = set()  # invocations whose model call the guard cancelled
 
     def register_hooks(self, registry: HookRegistry, **kwargs: Any) -> None:
         registry.add_callback(BeforeInvocationEvent, self._started)
         registry.add_callback(AfterInvocationEvent, self._ended)
         registry.add_callback(BeforeModelCallEvent, self._model_call)
+        registry.add_callback(AfterModelCallEvent, self._model_answered)
         registry.add_callback(BeforeToolCallEvent, self._before_tool)
         registry.add_callback(AfterToolCallEvent, self._after_tool)
         registry.add_callback(AfterToolsEvent, self._after_tools)
@@ -81,18 +100,54 @@ class LoopGuard:
         self._invocations.start(id(event.invocation_state), event.agent.name)
 
     def _ended(self, event: AfterInvocationEvent) -> None:
-        self._invocations.end(id(event.invocation_state))
+        key = id(event.invocation_state)
+        found = self._invocations.find(key)
+        if found is not None:
+            self.model_calls.close(found.run)
+        self._cancelled.discard(key)
+        self._invocations.end(key)
 
-    def _model_call(self, event: BeforeModelCallEvent) -> None:
+    async def _model_call(self, event: BeforeModelCallEvent) -> None:
         invocation = self._invocation(event.invocation_state)
         if invocation.owned:  # the model turns of a run the invocation opened
             invocation.run.end_turn()
+        detection = self.model_calls.over_limit(invocation.run)
+        if detection is None:
+            return
+        self._stopped(event.invocation_state, detection, self.model_calls.run_of(invocation.run))
+        self._cancelled.add(id(event.invocation_state))
+        event.cancel = await self._final(event.agent, [], detection)
+
+    def _model_answered(self, event: AfterModelCallEvent) -> None:
+        response = event.stop_response
+        if response is None or id(event.invocation_state) in self._cancelled:
+            return
+        run = self._invocation(event.invocation_state).run
+        blocks = response.message.get("content") or []
+        calls = [(block["toolUse"]["name"], block["toolUse"].get("input"))
+                 for block in blocks if "toolUse" in block]
+        known = event.agent.tool_registry.registry
+        usage = (response.message.get("metadata") or {}).get("usage") or {}
+        self.model_calls.record(
+            run, calls, None if calls else "".join(b.get("text", "") for b in blocks),
+            rejected=any(name not in known for name, _ in calls), final=not calls,
+            tokens=usage.get("totalTokens"),
+        )
+
+    def _ending(self, invocation: Invocation) -> Detection | None:
+        """The detection that ends the invocation: its run's kill, or its model calls'."""
+        return invocation.run.killed or self.model_calls.run_of(invocation.run).killed
 
     def _before_tool(self, event: BeforeToolCallEvent) -> None:
+        invocation = self._invocation(event.invocation_state)
+        ended = self.model_calls.run_of(invocation.run).killed
+        if ended is not None:  # a model call ended the invocation: none of its tools runs
+            event.cancel_tool = stop_message(ended)
+            return
+        if event.selected_tool is None:  # an unknown tool: judged as the model call that asked
+            return
         use = event.tool_use
-        outcome = self._invocation(event.invocation_state).begin(
-            self.calls, use["name"], use.get("input") or {}, use["toolUseId"]
-        )
+        outcome = invocation.begin(self.calls, use["name"], use.get("input") or {}, use["toolUseId"])
         if outcome.skipped is not None:
             value = outcome.skipped.value
             event.cancel_tool = value if isinstance(value, str) else str(value)
@@ -100,7 +155,11 @@ class LoopGuard:
             event.cancel_tool = stop_message(outcome.killed)
 
     def _after_tool(self, event: AfterToolCallEvent) -> None:
-        outcome = self._invocation(event.invocation_state).end(event.tool_use["toolUseId"])
+        invocation = self._invocation(event.invocation_state)
+        if ARGUMENTS_REJECTED in str(event.exception or ""):  # the model call's, rejected
+            use = event.tool_use
+            self.model_calls.rejection(invocation.run, [(use["name"], use.get("input"))])
+        outcome = invocation.end(event.tool_use["toolUseId"])
         if outcome is None:
             return
         result = event.result
@@ -117,27 +176,39 @@ class LoopGuard:
             event.result = {**result, "content": [*result.get("content", []), *blocks]}
 
     async def _after_tools(self, event: AfterToolsEvent) -> None:
-        run = self._invocation(event.invocation_state).run
-        detection = run.killed
+        invocation = self._invocation(event.invocation_state)
+        detection = self._ending(invocation)
         if detection is None:
             return
-        request_state = event.invocation_state.get("request_state")
+        run = invocation.run if invocation.run.killed else self.model_calls.run_of(invocation.run)
+        self._stopped(event.invocation_state, detection, run)
+        event.end_turn = await self._final(event.agent, event.message["content"], detection)
+
+    def _stopped(self, state: dict[str, Any], detection: Detection, run: Any) -> None:
+        """Leave the kill's ``LoopDetected`` in the result's state."""
+        request_state = state.get("request_state")
         if isinstance(request_state, dict):
             request_state[STATE_KEY] = LoopDetected(detection, run.stats())
+
+    async def _final(self, agent: Any, results: list[Any], detection: Detection) -> str:
+        """The final answer: the model's own (``wrap_up``) or the canned one."""
         written = None
         if self.wrap_up.wanted(detection):
-            written = await self.wrap_up.aask(detection, lambda: _ask(event, detection))
-        event.end_turn = answer(detection, written)
+            written = await self.wrap_up.aask(detection, lambda: _ask(agent, results, detection))
+        return answer(detection, written)
 
 
-async def _ask(event: AfterToolsEvent, detection: Detection) -> str | None:
-    """One model call with no tool: the conversation, this batch's tool results and the request
-    for a final answer. The model's text, or None if it asked for a tool again."""
-    agent = event.agent
-    asked = {"role": "user", "content": [*event.message["content"],
-                                         {"text": wrap_up_request(detection)}]}
+async def _ask(agent: Any, results: list[Any], detection: Detection) -> str | None:
+    """One model call with no tool: the conversation, this batch's tool ``results`` (if any) and
+    the request for a final answer (in the conversation's last message when it is the user's:
+    the tool results a model call past ``max_model_calls`` would have read). The model's text,
+    or None if it asked for a tool again."""
+    messages = list(agent.messages)
+    if not results and messages and messages[-1].get("role") == "user":
+        results = list(messages.pop()["content"])
+    asked = {"role": "user", "content": [*results, {"text": wrap_up_request(detection)}]}
     texts: list[str] = []
-    async for chunk in agent.model.stream([*agent.messages, asked], None, agent.system_prompt):
+    async for chunk in agent.model.stream([*messages, asked], None, agent.system_prompt):
         if "toolUse" in chunk.get("contentBlockStart", {}).get("start", {}):
             return None
         texts.append(chunk.get("contentBlockDelta", {}).get("delta", {}).get("text", ""))
