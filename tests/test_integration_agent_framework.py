@@ -189,28 +189,52 @@ def test_concurrent_requests_with_only_the_middleware_added_are_runs_of_their_ow
     check_served(answers, later, tally.total)
 
 
+class Delegating(FunctionInvocationLayer[Any], ChatMiddlewareLayer[Any], BaseChatClient[Any]):
+    """An outer agent's model: asks its ``researcher`` tool (an inner agent) once, then answers
+    with what it got back."""
+
+    async def _inner_get_response(self, *, messages: list[Message], stream: bool, options: Any,
+                                  **kwargs: Any) -> Any:
+        results = _results(messages)
+        if results:
+            return ChatResponse(messages=[Message(role="assistant", contents=[results[-1]])])
+        return _call("researcher", {"task": "laptops"}, 0)
+
+
+def _delegated(inner_middleware: Any, outer_middleware: Any) -> tuple[str, Tally, Agent, list[Any]]:
+    """An outer agent that calls an inner, looping agent as a tool (``as_tool()``): the outer
+    agent's final text, the inner agent's tool runs, the inner agent and the logs."""
+    tally = Tally()
+    inner = Agent(client=Stuck("same"), tools=tools(tally), name="researcher",
+                  description="researches a question", middleware=inner_middleware)
+    outer = Agent(client=Delegating(), tools=[inner.as_tool()], name="boss",
+                  middleware=outer_middleware)
+    with capture_logs() as logs:
+        text = asyncio.run(outer.run("find me a laptop")).text
+    return text, tally, inner, logs
+
+
 def test_an_agent_called_as_a_tool_is_guarded_in_a_child_run() -> None:
     """The same guard's middleware on both agents: the inner agent's loop is caught in a run of
     its own, which also counts toward the outer request's run."""
-    tally = Tally()
     guard = LoopGuard()
-    inner = Agent(client=Stuck("same"), tools=tools(tally), name="researcher",
-                  description="researches a question", middleware=guard.middleware)
-
-    class Outer(FunctionInvocationLayer[Any], ChatMiddlewareLayer[Any], BaseChatClient[Any]):
-        async def _inner_get_response(self, *, messages: list[Message], stream: bool,
-                                      options: Any, **kwargs: Any) -> Any:
-            results = _results(messages)
-            if results:
-                return ChatResponse(messages=[Message(role="assistant", contents=[results[-1]])])
-            return _call("researcher", {"task": "laptops"}, 0)
-
-    outer = Agent(client=Outer(), tools=[inner.as_tool()], name="boss", middleware=guard.middleware)
-    with capture_logs() as logs:
-        text = asyncio.run(outer.run("find me a laptop")).text
+    text, tally, _, logs = _delegated(guard.middleware, guard.middleware)
     killed = [e["run_name"] for e in logs if e["event"] == "fuzeguard.run_killed"]
     assert tally.total == 4 and killed == ["researcher"]
     assert text.startswith("Stopped: the agent was looping (dedup")
+
+
+def test_an_agent_called_as_a_tool_without_its_own_guard_is_guarded_by_the_callers() -> None:
+    """Only the outer agent has the middleware: the inner agent's loop is still ended in a child
+    run after 4 tool runs (not the framework's 40 iterations), and the outer agent goes on with
+    what it got back. Run on its own afterwards, the inner agent is not guarded."""
+    text, tally, inner, logs = _delegated(None, LoopGuard().middleware)
+    killed = [e["run_name"] for e in logs if e["event"] == "fuzeguard.run_killed"]
+    assert tally.total == 4 and killed == ["researcher"]
+    assert text.startswith("Stopped: the agent was looping (dedup")
+    with capture_logs() as alone:
+        asyncio.run(inner.run("find me a laptop"))
+    assert tally.total == 4 + MAX_ITERATIONS and alone == []
 
 
 def test_a_conversation_keyed_as_one_run_carries_its_history_across_requests() -> None:

@@ -5,7 +5,13 @@ your own middleware to that list as you like; the tools are not touched):
 
 - agent middleware: each ``agent.run(...)`` is judged in a run of its own (``_runs.py``): a run the
   user opened around it wins (``KeyedRuns`` makes a conversation of several runs one run), and an
-  agent called as a tool of another (``agent.as_tool()``) gets a child run;
+  agent called as a tool of another (``agent.as_tool()``) gets a child run. An agent called as a
+  tool that has no ``LoopGuard`` of its own is guarded by the calling agent's: the function
+  middleware finds it in the tool ``as_tool()`` made (the framework keeps it in the tool function's
+  closure) and adds to it, once, an agent middleware that does nothing unless the agent runs
+  inside such a tool call, where it brings in the caller's three middleware for that run. An
+  agent run by a tool function of your own (``await inner.run(...)`` in a ``@tool``) is not
+  reached: give it ``middleware=guard.middleware`` too;
 - function middleware: judges each tool call before it runs. A skip answers the call with the
   detection's message (the tool does not run); a warn lets it run and adds a text note to its
   result, for the model; a kill answers it with the stop message;
@@ -35,12 +41,14 @@ current where it is consumed until the stream's cleanup. Install with
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from agent_framework import (
     AgentContext,
     AgentMiddleware,
+    BaseAgent,
     ChatContext,
     ChatMiddleware,
     ChatResponse,
@@ -101,10 +109,18 @@ class LoopGuard:
         self.exit_behavior = exit_behavior_of(exit_behavior)
         self.model_calls = ModelCalls(max_model_calls)
         self.calls = ToolCalls(**options)
-        self.middleware: list[AgentMiddleware | FunctionMiddleware | ChatMiddleware] = [
-            _Runs(self.model_calls), _Tools(self.calls),
+        self.middleware: list[AgentMiddleware | FunctionMiddleware | ChatMiddleware] = []
+        self.middleware += [
+            _Runs(self.model_calls), _Tools(self.calls, self.middleware),
             _Ending(self.exit_behavior, WrapUp(wrap_up, wrap_up_timeout), self.model_calls),
         ]
+
+
+Middleware = list[AgentMiddleware | FunctionMiddleware | ChatMiddleware]
+# The middleware of the LoopGuard whose tool call is running an agent that has none of its own
+# (``agent.as_tool()``): that agent's runs here are guarded by them (``_Reached``).
+_reaching: contextvars.ContextVar[Middleware | None] = contextvars.ContextVar(
+    "fuzeguard_agent_framework_reaching", default=None)
 
 
 class _Runs(AgentMiddleware):
@@ -143,13 +159,68 @@ class _Runs(AgentMiddleware):
         await call_next()
 
 
-class _Tools(FunctionMiddleware):
-    """Judges each tool call before it runs."""
+class _Reached(AgentMiddleware):
+    """Added to an agent called as a tool that has no ``LoopGuard``: inside such a tool call
+    (``_reaching``), its run is guarded by the caller's middleware; elsewhere it does nothing."""
 
-    def __init__(self, calls: ToolCalls) -> None:
+    async def process(self, context: AgentContext, call_next: Next) -> None:
+        middleware = _reaching.get()
+        if middleware is None:
+            await call_next()
+            return
+        runs, *others = middleware
+        kwargs = dict(context.client_kwargs or {})
+        kwargs["middleware"] = [*(kwargs.get("middleware") or ()), *others]
+        context.client_kwargs = kwargs
+        await runs.process(context, call_next)  # type: ignore[arg-type]
+
+
+_REACHED = _Reached()
+
+
+def _reached(function: Any) -> bool:
+    """Whether ``function`` is a tool made by ``agent.as_tool()`` whose agent has no
+    ``LoopGuard`` (it then has ``_Reached``, added once)."""
+    closure = getattr(getattr(function, "func", None), "__closure__", None) or ()
+    agents = [found for found in map(_contents, closure) if isinstance(found, BaseAgent)]
+    if len(agents) != 1:
+        return False
+    agent = agents[0]
+    present = list(agent.middleware or ())
+    if any(isinstance(m, _Runs) for m in present):
+        return False  # guarded by a LoopGuard of its own
+    if _REACHED not in present:
+        agent.middleware = [*present, _REACHED]
+    return True
+
+
+def _contents(cell: Any) -> Any:
+    """What a closure cell holds (None while it is empty)."""
+    try:
+        return cell.cell_contents
+    except ValueError:
+        return None
+
+
+class _Tools(FunctionMiddleware):
+    """Judges each tool call before it runs; an agent it runs that has no ``LoopGuard`` is
+    guarded by this one (``middleware``) during the call."""
+
+    def __init__(self, calls: ToolCalls, middleware: Middleware) -> None:
         self.calls = calls
+        self.middleware = middleware
 
     async def process(self, context: FunctionInvocationContext, call_next: Next) -> None:
+        if _reached(context.function):
+            token = _reaching.set(self.middleware)
+            try:
+                await self._judged(context, call_next)
+            finally:
+                _reaching.reset(token)
+            return
+        await self._judged(context, call_next)
+
+    async def _judged(self, context: FunctionInvocationContext, call_next: Next) -> None:
         arguments = context.arguments
         mapping = arguments.model_dump() if hasattr(arguments, "model_dump") else dict(arguments)
         outcome = self.calls.begin(context.function.name, mapping)
