@@ -185,6 +185,34 @@ def nested() -> dict[str, Any]:
             "killed": [e["run_name"] for e in logs if e["event"] == "fuzeguard.run_killed"]}
 
 
+def nested_unguarded() -> dict[str, Any]:
+    """An agent called as a tool (``as_tool()``) that has no hooks, its caller with a guard; then
+    the same agent on its own."""
+    tally = Tally()
+    model = Stuck("same")
+    inner = Agent(model=model, tools=[tool(f) for f in tools(tally)], name="researcher",
+                  description="researches a question", callback_handler=None)
+
+    class Outer(Scripted):
+        async def stream(self, messages: Any, *args: Any, **kwargs: Any) -> AsyncGenerator[Any, None]:
+            results = _results(messages)
+            step = None if results else ("researcher", {"input": "laptops"})
+            for event in _events(step, "r1", results[-1] if results else ""):
+                yield event
+
+    outer = Agent(model=Outer(), tools=[inner.as_tool()], hooks=[LoopGuard()], name="boss",
+                  callback_handler=None)
+    with capture_logs() as logs:
+        text = str(outer("find me a laptop")).strip()
+    guarded = tally.total
+    model.turns = 0  # its script starts again
+    with capture_logs() as alone:
+        inner("find me a laptop")
+    return {"text": text, "tool_runs": guarded, "alone": tally.total - guarded, "give_up": GIVE_UP,
+            "alone_logged": len(alone),
+            "killed": [e["run_name"] for e in logs if e["event"] == "fuzeguard.run_killed"]}
+
+
 def parallel() -> dict[str, Any]:
     """A model that sends the same search three times per turn, under the ladder."""
     tally = Tally()
@@ -283,6 +311,7 @@ def main(out: str) -> None:
             "stuck": {f"{a}/{v}": stuck(a, v) for a in ACTIONS for v in VARIANTS},
             "served": served(),
             "nested": nested(),
+            "nested unguarded": nested_unguarded(),
             "conversation": conversation(),
             "parallel": parallel(),
             "wrap up": wrap_up(),

@@ -93,6 +93,18 @@ def test_an_agent_called_in_a_tool_is_guarded_in_a_run_of_its_own(measured: dict
     assert found["text"].startswith("Stopped: the agent was looping (dedup")
 
 
+def test_an_agent_called_as_a_tool_without_its_own_guard_is_guarded_by_the_callers(
+    measured: dict[str, Any],
+) -> None:
+    """Only the outer agent has the hooks: the inner agent (``as_tool()``) is still ended in a
+    child run after 4 tool runs, and the outer agent answers with what it got back. Invoked on
+    its own afterwards, the inner agent is not guarded (its model gives up after 25 turns)."""
+    found = measured["nested unguarded"]
+    assert found["tool_runs"] == 4 and found["killed"] == ["researcher"]
+    assert found["text"].startswith("Stopped: the agent was looping (dedup")
+    assert found["alone"] == found["give_up"] == 25 and found["alone_logged"] == 0
+
+
 def test_a_conversation_keyed_as_one_run_carries_its_history_across_requests(
     measured: dict[str, Any],
 ) -> None:

@@ -5,7 +5,12 @@ tool call before it runs (``BeforeToolCallEvent``) and see its result (``AfterTo
 the tools are not touched. Each invocation (``agent(...)``, ``invoke_async``, ``stream_async``) is
 judged in a run of its own (``_runs.py``): a run the user opened around it wins (``KeyedRuns``
 makes a conversation of several invocations one run), and an agent invoked inside a tool of
-another (an agent as a tool) gets a child run, when it has the same hooks.
+another (an agent as a tool) gets a child run, when it has the same hooks. An agent called as a
+tool through ``agent.as_tool()`` (or given in ``tools=``, which Strands wraps the same way) that
+has no ``LoopGuard`` of its own is guarded by the calling agent's: ``BeforeToolCallEvent`` names
+the wrapper as ``selected_tool``, whose ``agent`` gets, once, a hook provider that does nothing
+unless the agent runs inside such a tool call, where its hooks are the caller's (a child run).
+An agent run by a ``@tool`` function of your own is not reached: give it the hooks too.
 
 - a skip cancels the call and answers it with the detection's message (a normal result);
 - a warn lets the call run and adds a text note to its result, for the model;
@@ -35,8 +40,13 @@ Install with ``pip install 'fuzeguard[strands]'``.
 
 from __future__ import annotations
 
+import contextvars
+import inspect
+import weakref
+from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Any
 
+from strands import Agent
 from strands.hooks import (
     AfterInvocationEvent,
     AfterModelCallEvent,
@@ -50,6 +60,7 @@ from strands.hooks import (
 from strands.types.tools import ToolResultContent
 
 from fuzeguard._private.exceptions import LoopDetected
+from fuzeguard._private.forksafe import new_lock
 from fuzeguard._private.records import Detection
 from fuzeguard.integrations._calls import ToolCalls, stop_message, wrap_up_request
 from fuzeguard.integrations._hooked import Invocation, Invocations
@@ -82,15 +93,11 @@ class LoopGuard:
         self.calls = ToolCalls(**options)
         self._invocations = Invocations()
         self._cancelled: set[int] = set()  # invocations whose model call the guard cancelled
+        self._reaching: dict[Hashable, contextvars.Token[LoopGuard | None]] = {}  # by call id
 
     def register_hooks(self, registry: HookRegistry, **kwargs: Any) -> None:
-        registry.add_callback(BeforeInvocationEvent, self._started)
-        registry.add_callback(AfterInvocationEvent, self._ended)
-        registry.add_callback(BeforeModelCallEvent, self._model_call)
-        registry.add_callback(AfterModelCallEvent, self._model_answered)
-        registry.add_callback(BeforeToolCallEvent, self._before_tool)
-        registry.add_callback(AfterToolCallEvent, self._after_tool)
-        registry.add_callback(AfterToolsEvent, self._after_tools)
+        for event_type, name in _HOOKS:
+            registry.add_callback(event_type, getattr(self, name))
 
     def _invocation(self, state: dict[str, Any]) -> Invocation:
         # The same invocation_state dict reaches every hook of one invocation.
@@ -153,8 +160,16 @@ class LoopGuard:
             event.cancel_tool = value if isinstance(value, str) else str(value)
         elif outcome.killed is not None:
             event.cancel_tool = stop_message(outcome.killed)
+        elif _reached(event.selected_tool):  # the tool runs in this task, after this hook
+            self._reaching[use["toolUseId"]] = _reaching.set(self)
 
     def _after_tool(self, event: AfterToolCallEvent) -> None:
+        token = self._reaching.pop(event.tool_use["toolUseId"], None)
+        if token is not None:
+            try:
+                _reaching.reset(token)
+            except ValueError:  # ended in another context than it began in: nothing to undo
+                pass
         invocation = self._invocation(event.invocation_state)
         if ARGUMENTS_REJECTED in str(event.exception or ""):  # the model call's, rejected
             use = event.tool_use
@@ -196,6 +211,65 @@ class LoopGuard:
         if self.wrap_up.wanted(detection):
             written = await self.wrap_up.aask(detection, lambda: _ask(agent, results, detection))
         return answer(detection, written)
+
+
+_HOOKS: tuple[tuple[type[Any], str], ...] = (
+    (BeforeInvocationEvent, "_started"), (AfterInvocationEvent, "_ended"),
+    (BeforeModelCallEvent, "_model_call"), (AfterModelCallEvent, "_model_answered"),
+    (BeforeToolCallEvent, "_before_tool"), (AfterToolCallEvent, "_after_tool"),
+    (AfterToolsEvent, "_after_tools"),
+)
+# The LoopGuard whose tool call runs an agent that has none of its own (``agent.as_tool()``):
+# that agent's invocations here are guarded by it (``_Reached``).
+_reaching: contextvars.ContextVar[LoopGuard | None] = contextvars.ContextVar(
+    "fuzeguard_strands_reaching", default=None)
+_reached_agents: weakref.WeakSet[Any] = weakref.WeakSet()  # the agents given a ``_Reached``
+_reached_lock = new_lock()
+
+
+class _Reached:
+    """The hook provider added to an agent called as a tool that has no ``LoopGuard``: inside
+    such a tool call (``_reaching``), its hooks are the caller's ``LoopGuard``'s; elsewhere none."""
+
+    def register_hooks(self, registry: HookRegistry, **kwargs: Any) -> None:
+        for event_type, name in _HOOKS:
+            registry.add_callback(event_type, _delegate(name))
+
+
+def _delegate(name: str) -> Callable[[Any], Any]:
+    """The hook that calls the reaching ``LoopGuard``'s hook ``name`` (sync or async like it)."""
+    if inspect.iscoroutinefunction(getattr(LoopGuard, name)):
+        async def reached_async(event: Any) -> None:
+            guard = _reaching.get()
+            if guard is not None:
+                await getattr(guard, name)(event)
+
+        return reached_async
+
+    def reached(event: Any) -> None:
+        guard = _reaching.get()
+        if guard is not None:
+            getattr(guard, name)(event)
+
+    return reached
+
+
+def _reached(tool: Any) -> bool:
+    """Whether ``tool`` runs an agent (``agent.as_tool()``) that has no ``LoopGuard``: that
+    agent then has ``_Reached`` (added once)."""
+    agent = getattr(tool, "agent", None) if getattr(tool, "tool_type", None) == "agent" else None
+    if not isinstance(agent, Agent):
+        return False
+    with _reached_lock:
+        if agent in _reached_agents:
+            return True
+        probe = BeforeInvocationEvent(agent=agent)
+        if any(isinstance(getattr(hook, "__self__", None), LoopGuard)
+               for hook in agent.hooks.get_callbacks_for(probe)):
+            return False  # guarded by a LoopGuard of its own
+        agent.hooks.add_hook(_Reached())
+        _reached_agents.add(agent)
+    return True
 
 
 async def _ask(agent: Any, results: list[Any], detection: Detection) -> str | None:
