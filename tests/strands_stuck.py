@@ -155,6 +155,25 @@ def served() -> dict[str, Any]:
     return asyncio.run(server())
 
 
+class Delegating(Scripted):
+    """An outer agent's model: asks its ``researcher`` tool (an inner agent; its argument named
+    ``argument``) once, then answers with what it got back."""
+
+    def __init__(self, argument: str) -> None:
+        self.argument = argument
+
+    async def stream(self, messages: Any, *args: Any, **kwargs: Any) -> AsyncGenerator[Any, None]:
+        results = _results(messages)
+        step = None if results else ("researcher", {self.argument: "laptops"})
+        for event in _events(step, "r1", results[-1] if results else ""):
+            yield event
+
+
+def _killed(logs: list[dict[str, Any]]) -> list[str]:
+    """The names of the runs killed, in order."""
+    return [e["run_name"] for e in logs if e["event"] == "fuzeguard.run_killed"]
+
+
 def nested() -> dict[str, Any]:
     """An agent invoked inside a tool of another, both with the same guard."""
     tally = Tally()
@@ -170,19 +189,11 @@ def nested() -> dict[str, Any]:
         """
         return str(inner(request)).strip()
 
-    class Outer(Scripted):
-        async def stream(self, messages: Any, *args: Any, **kwargs: Any) -> AsyncGenerator[Any, None]:
-            results = _results(messages)
-            step = None if results else ("researcher", {"request": "laptops"})
-            for event in _events(step, "r1", results[-1] if results else ""):
-                yield event
-
-    outer = Agent(model=Outer(), tools=[researcher], hooks=[guard], name="boss",
+    outer = Agent(model=Delegating("request"), tools=[researcher], hooks=[guard], name="boss",
                   callback_handler=None)
     with capture_logs() as logs:
         text = str(outer("find me a laptop")).strip()
-    return {"text": text, "tool_runs": tally.total,
-            "killed": [e["run_name"] for e in logs if e["event"] == "fuzeguard.run_killed"]}
+    return {"text": text, "tool_runs": tally.total, "killed": _killed(logs)}
 
 
 def nested_unguarded() -> dict[str, Any]:
@@ -193,15 +204,8 @@ def nested_unguarded() -> dict[str, Any]:
     inner = Agent(model=model, tools=[tool(f) for f in tools(tally)], name="researcher",
                   description="researches a question", callback_handler=None)
 
-    class Outer(Scripted):
-        async def stream(self, messages: Any, *args: Any, **kwargs: Any) -> AsyncGenerator[Any, None]:
-            results = _results(messages)
-            step = None if results else ("researcher", {"input": "laptops"})
-            for event in _events(step, "r1", results[-1] if results else ""):
-                yield event
-
-    outer = Agent(model=Outer(), tools=[inner.as_tool()], hooks=[LoopGuard()], name="boss",
-                  callback_handler=None)
+    outer = Agent(model=Delegating("input"), tools=[inner.as_tool()], hooks=[LoopGuard()],
+                  name="boss", callback_handler=None)
     with capture_logs() as logs:
         text = str(outer("find me a laptop")).strip()
     guarded = tally.total
@@ -209,8 +213,7 @@ def nested_unguarded() -> dict[str, Any]:
     with capture_logs() as alone:
         inner("find me a laptop")
     return {"text": text, "tool_runs": guarded, "alone": tally.total - guarded, "give_up": GIVE_UP,
-            "alone_logged": len(alone),
-            "killed": [e["run_name"] for e in logs if e["event"] == "fuzeguard.run_killed"]}
+            "alone_logged": len(alone), "killed": _killed(logs)}
 
 
 def parallel() -> dict[str, Any]:

@@ -14,6 +14,7 @@ import json
 import os
 import threading
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -74,6 +75,28 @@ def model_loop_calls(kind: str, turn: int) -> list[tuple[str, dict[str, Any]]]:
         "invalid": [("search", {"terms": "laptops"})],
         "batch": [("tool_a", {"query": "laptops"}), ("tool_b", {"query": "laptops"})],
     }[kind]
+
+
+def check_batch_ended(answer: str, calls: int, runs: dict[str, int]) -> None:
+    """A ``model_loop_calls("batch")`` agent ended within 6 model calls with ``WRAP_UP``, its
+    tools run 3 times each (the 3rd batch warned)."""
+    assert answer == WRAP_UP and calls <= 6
+    assert dict(runs) == {"tool_a": 3, "tool_b": 3}
+
+
+def check_legit_answered(answer: str, calls: int, events: list[str]) -> None:
+    """A ``model_loop_calls("legit")`` agent answered normally, no loop logged (``events``)."""
+    assert answer == LEGIT_ANSWER and calls == LEGIT_TURNS + 1
+    assert not [e for e in events if e in ("fuzeguard.run_killed", "fuzeguard.loop_detected")]
+
+
+def check_model_calls_traced(tmp_path: Path, monkeypatch: Any, ended: Callable[[], str]) -> None:
+    """``ended()`` (a ``model_loop_calls("unknown")`` agent's final answer, ``WRAP_UP``), traced
+    to a folder under ``tmp_path``: ``check_model_calls_replayed`` on it."""
+    folder = tmp_path / "traces"
+    monkeypatch.setenv("FUZE_TRACE", f"{folder}/")
+    assert ended() == WRAP_UP
+    check_model_calls_replayed(folder)
 
 
 def check_model_calls_replayed(folder: Path) -> None:

@@ -26,7 +26,7 @@ from tests.stuck_agents import (
     VARIANTS,
     WRAP_UP,
     Tally,
-    check_model_calls_replayed,
+    check_model_calls_traced,
     check_run,
     lookup,
     script,
@@ -499,11 +499,7 @@ def test_model_calls_are_traced_and_fuze_replay_judges_them_alike(
     tmp_path: Any, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The model calls' run is traced like any run: replaying the trace finds the same kill."""
-    folder = tmp_path / "traces"
-    monkeypatch.setenv("FUZE_TRACE", f"{folder}/")
-    answer, _, _, _ = _model_loop("unknown")
-    assert answer == WRAP_UP
-    check_model_calls_replayed(folder)
+    check_model_calls_traced(tmp_path, monkeypatch, lambda: _model_loop("unknown")[0])
 
 
 class Delegating(StuckModel):

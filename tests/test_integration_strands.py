@@ -13,10 +13,11 @@ from side_env import measured_by, run_in
 from tests.served import ANSWER, check_served
 from tests.stuck_agents import (
     ACTIONS,
-    LEGIT_ANSWER,
     VARIANTS,
     WRAP_UP,
     Tally,
+    check_batch_ended,
+    check_legit_answered,
     check_model_calls_replayed,
     check_run,
     side_example,
@@ -151,15 +152,14 @@ def test_the_same_batch_of_two_calls_every_turn_is_ended_within_six_model_calls(
     measured: dict[str, Any],
 ) -> None:
     found = measured["model loop"]["batch"]
-    assert found["text"] == WRAP_UP and found["turns"] <= 6
-    assert found["tool_runs"] == {"tool_a": 3, "tool_b": 3}  # the 3rd batch warned
+    check_batch_ended(found["text"], found["turns"], found["tool_runs"])
 
 
 def test_a_legitimate_twelve_turn_run_with_distinct_calls_is_answered_normally(
     measured: dict[str, Any],
 ) -> None:
     found = measured["model loop"]["legit"]
-    assert found["text"] == LEGIT_ANSWER and found["turns"] == 13 and found["detected"] == []
+    check_legit_answered(found["text"], found["turns"], found["detected"])
 
 
 def test_max_model_calls_ends_the_invocation_at_the_model_call_after_the_limit(
