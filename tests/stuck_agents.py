@@ -14,6 +14,7 @@ import json
 import os
 import threading
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,65 @@ def script(variant: str, i: int) -> tuple[str, dict[str, Any]]:
     if variant == "same":
         return "search", {"query": "laptops"}
     return ("tool_a" if i % 2 == 0 else "tool_b"), {"query": f"q{i}"}
+
+
+LEGIT_TURNS = 12  # the tool turns of a legitimate run of ``model_loop_calls``
+LEGIT_ANSWER = "12 laptops compared"
+
+
+def model_loop_calls(kind: str, turn: int) -> list[tuple[str, dict[str, Any]]]:
+    """The tool calls of the ``turn``-th (1-based) model call of a model that loops without a
+    tool ever doing anything new: ``unknown`` asks for a tool the agent does not have,
+    ``invalid`` for ``search`` with an argument it does not take, ``batch`` for the same two
+    calls every turn; ``legit`` looks up a different laptop each turn, and after
+    ``LEGIT_TURNS`` turns asks for none (it answers ``LEGIT_ANSWER``)."""
+    if kind == "legit":
+        return [("lookup", {"index": turn - 1})] if turn <= LEGIT_TURNS else []
+    return {
+        "unknown": [("web_browse", {"url": "https://shop.example/laptops"})],
+        "invalid": [("search", {"terms": "laptops"})],
+        "batch": [("tool_a", {"query": "laptops"}), ("tool_b", {"query": "laptops"})],
+    }[kind]
+
+
+def check_batch_ended(answer: str, calls: int, runs: dict[str, int]) -> None:
+    """A ``model_loop_calls("batch")`` agent ended within 6 model calls with ``WRAP_UP``, its
+    tools run 3 times each (the 3rd batch warned)."""
+    assert answer == WRAP_UP and calls <= 6
+    assert dict(runs) == {"tool_a": 3, "tool_b": 3}
+
+
+def check_legit_answered(answer: str, calls: int, events: list[str]) -> None:
+    """A ``model_loop_calls("legit")`` agent answered normally, no loop logged (``events``)."""
+    assert answer == LEGIT_ANSWER and calls == LEGIT_TURNS + 1
+    assert not [e for e in events if e in ("fuzeguard.run_killed", "fuzeguard.loop_detected")]
+
+
+def check_model_calls_traced(tmp_path: Path, monkeypatch: Any, ended: Callable[[], str]) -> None:
+    """``ended()`` (a ``model_loop_calls("unknown")`` agent's final answer, ``WRAP_UP``), traced
+    to a folder under ``tmp_path``: ``check_model_calls_replayed`` on it."""
+    folder = tmp_path / "traces"
+    monkeypatch.setenv("FUZE_TRACE", f"{folder}/")
+    assert ended() == WRAP_UP
+    check_model_calls_replayed(folder)
+
+
+def check_model_calls_replayed(folder: Path) -> None:
+    """The traces in ``folder`` of a ``model_loop_calls("unknown")`` run that was ended: its
+    rejected model calls were traced (the third killed), and ``fuze replay`` finds the kill."""
+    import subprocess
+    import sys
+
+    lines = [json.loads(line) for path in folder.iterdir()
+             for line in path.read_text(encoding="utf-8").splitlines()]
+    model = [line for line in lines if line.get("fn") == "model.rejected"]
+    assert [line["args"] for line in model] == [
+        {"calls": ['web_browse({"url": "https://shop.example/laptops"})']}] * 3
+    assert [line.get("result") for line in model[:2]] == [{"rejected": True}] * 2
+    assert model[2]["detections"][0]["action"] == "kill"
+    done = subprocess.run([sys.executable, "-m", "fuzeguard", "replay", str(folder)],
+                          capture_output=True, text=True, timeout=120)
+    assert "model.rejected" in done.stdout and "dedup" in done.stdout, done.stdout + done.stderr
 
 
 @dataclass

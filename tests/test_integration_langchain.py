@@ -26,6 +26,7 @@ from tests.stuck_agents import (
     VARIANTS,
     WRAP_UP,
     Tally,
+    check_model_calls_traced,
     check_run,
     lookup,
     script,
@@ -498,24 +499,7 @@ def test_model_calls_are_traced_and_fuze_replay_judges_them_alike(
     tmp_path: Any, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The model calls' run is traced like any run: replaying the trace finds the same kill."""
-    import json
-    import subprocess
-    import sys
-
-    folder = tmp_path / "traces"
-    monkeypatch.setenv("FUZE_TRACE", f"{folder}/")
-    answer, _, _, _ = _model_loop("unknown")
-    assert answer == WRAP_UP
-    lines = [json.loads(line) for path in folder.iterdir()
-             for line in path.read_text(encoding="utf-8").splitlines()]
-    model = [line for line in lines if line.get("fn") == "model.rejected"]
-    assert [line["args"] for line in model] == [
-        {"calls": ['web_browse({"url": "https://shop.example/laptops"})']}] * 3
-    assert [line.get("result") for line in model[:2]] == [{"rejected": True}] * 2
-    assert model[2]["detections"][0]["action"] == "kill"
-    done = subprocess.run([sys.executable, "-m", "fuzeguard", "replay", str(folder)],
-                          capture_output=True, text=True, timeout=120)
-    assert "model.rejected" in done.stdout and "dedup" in done.stdout, done.stdout + done.stderr
+    check_model_calls_traced(tmp_path, monkeypatch, lambda: _model_loop("unknown")[0])
 
 
 class Delegating(StuckModel):
