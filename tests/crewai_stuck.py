@@ -22,14 +22,14 @@ import fuzeguard
 from fuzeguard.integrations.crewai import LoopGuard
 from tests.stuck_agents import (
     ACTIONS,
-    COMPARED,
+    LEGIT_ANSWER,
     VARIANTS,
     Tally,
-    check_rejected_calls_replayed,
+    check_model_calls_replayed,
     killed_runs,
     lookup,
     looped,
-    model_loop,
+    model_loop_calls,
     script,
     tools,
 )
@@ -227,9 +227,9 @@ class ModelLoopLLM(StuckLLM):
             name, args = [("tool_a", {"query": "laptops"}), ("tool_b", {"query": "laptops"})][
                 (self.turns - 1) % 2]
         else:
-            calls = model_loop(self.kind, self.turns)
-            if calls is None:
-                return f"Thought: I now know the final answer\nFinal Answer: {COMPARED}"
+            calls = model_loop_calls(self.kind, self.turns)
+            if not calls:
+                return f"Thought: I now know the final answer\nFinal Answer: {LEGIT_ANSWER}"
             (name, args), = calls
         return f"Thought: I should look this up\nAction: {name}\nAction Input: {json.dumps(args)}"
 
@@ -266,7 +266,7 @@ def traced_model_loop() -> dict[str, Any]:
         os.environ["FUZE_TRACE"] = f"{folder}/"
         try:
             ended = model_loop_crew("unknown")["ended"]
-            check_rejected_calls_replayed(Path(folder))
+            check_model_calls_replayed(Path(folder))
         except AssertionError as exc:
             return {"ended": ended, "replayed": f"failed: {exc}"}
         finally:

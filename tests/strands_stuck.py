@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 from collections.abc import AsyncGenerator
+from pathlib import Path
 from typing import Any
 
 from strands import Agent, tool
@@ -19,7 +21,17 @@ from structlog.testing import capture_logs
 from fuzeguard.integrations._runs import KeyedRuns
 from fuzeguard.integrations.strands import STATE_KEY, LoopGuard
 from tests.served import ANSWER, CONCURRENT, LEGIT, LOOPING, next_call
-from tests.stuck_agents import ACTIONS, VARIANTS, WRAP_UP, Tally, script, tools
+from tests.stuck_agents import (
+    ACTIONS,
+    LEGIT_ANSWER,
+    VARIANTS,
+    WRAP_UP,
+    Tally,
+    lookup,
+    model_loop_calls,
+    script,
+    tools,
+)
 
 GIVE_UP = 25  # Strands has no turn limit of its own: the stuck model gives up after 25 turns
 
@@ -143,6 +155,25 @@ def served() -> dict[str, Any]:
     return asyncio.run(server())
 
 
+class Delegating(Scripted):
+    """An outer agent's model: asks its ``researcher`` tool (an inner agent; its argument named
+    ``argument``) once, then answers with what it got back."""
+
+    def __init__(self, argument: str) -> None:
+        self.argument = argument
+
+    async def stream(self, messages: Any, *args: Any, **kwargs: Any) -> AsyncGenerator[Any, None]:
+        results = _results(messages)
+        step = None if results else ("researcher", {self.argument: "laptops"})
+        for event in _events(step, "r1", results[-1] if results else ""):
+            yield event
+
+
+def _killed(logs: list[dict[str, Any]]) -> list[str]:
+    """The names of the runs killed, in order."""
+    return [e["run_name"] for e in logs if e["event"] == "fuzeguard.run_killed"]
+
+
 def nested() -> dict[str, Any]:
     """An agent invoked inside a tool of another, both with the same guard."""
     tally = Tally()
@@ -158,19 +189,31 @@ def nested() -> dict[str, Any]:
         """
         return str(inner(request)).strip()
 
-    class Outer(Scripted):
-        async def stream(self, messages: Any, *args: Any, **kwargs: Any) -> AsyncGenerator[Any, None]:
-            results = _results(messages)
-            step = None if results else ("researcher", {"request": "laptops"})
-            for event in _events(step, "r1", results[-1] if results else ""):
-                yield event
-
-    outer = Agent(model=Outer(), tools=[researcher], hooks=[guard], name="boss",
+    outer = Agent(model=Delegating("request"), tools=[researcher], hooks=[guard], name="boss",
                   callback_handler=None)
     with capture_logs() as logs:
         text = str(outer("find me a laptop")).strip()
-    return {"text": text, "tool_runs": tally.total,
-            "killed": [e["run_name"] for e in logs if e["event"] == "fuzeguard.run_killed"]}
+    return {"text": text, "tool_runs": tally.total, "killed": _killed(logs)}
+
+
+def nested_unguarded() -> dict[str, Any]:
+    """An agent called as a tool (``as_tool()``) that has no hooks, its caller with a guard; then
+    the same agent on its own."""
+    tally = Tally()
+    model = Stuck("same")
+    inner = Agent(model=model, tools=[tool(f) for f in tools(tally)], name="researcher",
+                  description="researches a question", callback_handler=None)
+
+    outer = Agent(model=Delegating("input"), tools=[inner.as_tool()], hooks=[LoopGuard()],
+                  name="boss", callback_handler=None)
+    with capture_logs() as logs:
+        text = str(outer("find me a laptop")).strip()
+    guarded = tally.total
+    model.turns = 0  # its script starts again
+    with capture_logs() as alone:
+        inner("find me a laptop")
+    return {"text": text, "tool_runs": guarded, "alone": tally.total - guarded, "give_up": GIVE_UP,
+            "alone_logged": len(alone), "killed": _killed(logs)}
 
 
 def parallel() -> dict[str, Any]:
@@ -209,16 +252,76 @@ def conversation() -> list[str]:
     return texts
 
 
+class ModelLoop(Scripted):
+    """Follows ``model_loop_calls``, reporting some token usage each turn; asked for a final
+    answer (no tool offered), answers ``WRAP_UP``."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind, self.turns = kind, 0
+
+    async def stream(self, messages: Any, *args: Any, **kwargs: Any) -> AsyncGenerator[Any, None]:
+        self.turns += 1
+        offered = args[0] if args else kwargs.get("tool_specs")
+        calls = model_loop_calls(self.kind, self.turns) if offered else []
+        yield {"messageStart": {"role": "assistant"}}
+        if not calls:
+            yield {"contentBlockDelta": {"delta": {"text": LEGIT_ANSWER if offered else WRAP_UP}}}
+            yield {"contentBlockStop": {}}
+        for k, (name, args_) in enumerate(calls):
+            use = {"name": name, "toolUseId": f"c{self.turns}-{k}"}
+            yield {"contentBlockStart": {"start": {"toolUse": use}}}
+            yield {"contentBlockDelta": {"delta": {"toolUse": {"input": json.dumps(args_)}}}}
+            yield {"contentBlockStop": {}}
+        yield {"messageStop": {"stopReason": "tool_use" if calls else "end_turn"}}
+        yield {"metadata": {"usage": {"inputTokens": 90, "outputTokens": 10, "totalTokens": 100},
+                            "metrics": {"latencyMs": 1}}}
+
+
+def model_loop(kind: str, **options: Any) -> dict[str, Any]:
+    """A model that loops without a tool ever doing anything new (``model_loop_calls``)."""
+    tally = Tally()
+    model = ModelLoop(kind)
+    agent = Agent(model=model, tools=[tool(f) for f in [*tools(tally), lookup]],
+                  hooks=[LoopGuard(**options)], name="shopper", callback_handler=None)
+    with capture_logs() as logs:
+        result = agent("find me a laptop")
+    error = result.state.get(STATE_KEY)
+    return {
+        "text": str(result).strip(), "turns": model.turns, "tool_runs": dict(tally.runs),
+        "killed": [[e["run_name"], e["fn"]] for e in logs if e["event"] == "fuzeguard.run_killed"],
+        "detected": [e["event"] for e in logs if e["event"] in ("fuzeguard.run_killed",
+                                                                 "fuzeguard.loop_detected")],
+        "limits": [[e["run_name"], e["call_index"]] for e in logs
+                   if e["event"] == "fuzeguard.limit_reached"],
+        "error": None if error is None else [error.detection.fn, error.stats.cost],
+    }
+
+
+def traced_model_loop() -> str:
+    """``model_loop("unknown")`` traced to a folder (``fuze replay`` reads it): the folder."""
+    folder = Path.cwd() / "traces"
+    os.environ["FUZE_TRACE"] = f"{folder}/"
+    try:
+        assert model_loop("unknown")["text"] == WRAP_UP
+    finally:
+        del os.environ["FUZE_TRACE"]
+    return str(folder)
+
+
 def main(out: str) -> None:
     with capture_logs():
         measured = {
             "stuck": {f"{a}/{v}": stuck(a, v) for a in ACTIONS for v in VARIANTS},
             "served": served(),
             "nested": nested(),
+            "nested unguarded": nested_unguarded(),
             "conversation": conversation(),
             "parallel": parallel(),
             "wrap up": wrap_up(),
             "canned": wrap_up(wrap_up=False),
+            "model loop": {kind: model_loop(kind) for kind in ("unknown", "invalid", "batch", "legit")},
+            "max model calls": model_loop("legit", max_model_calls=5),
+            "traced": traced_model_loop(),
         }
     with open(out, "w", encoding="utf-8") as f:
         json.dump(measured, f)

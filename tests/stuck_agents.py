@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import threading
 from collections import Counter
 from collections.abc import Callable
@@ -56,45 +54,6 @@ def lookup(index: int) -> str:
     return LAPTOPS[index]
 
 
-COMPARED = "12 laptops compared"  # the answer of a legitimate model loop (``model_loop``)
-
-
-def model_loop(kind: str, turn: int) -> list[tuple[str, dict[str, Any]]] | None:
-    """The tool calls of the ``turn``-th (1-based) model call of a model that loops without a
-    tool ever doing anything new: ``unknown`` asks for a tool the agent does not have,
-    ``invalid`` for ``search`` with an argument it does not take, ``batch`` for the same two calls
-    every turn; ``legit`` looks up 12 different laptops, then answers ``COMPARED`` (None)."""
-    if kind == "legit" and turn > 12:
-        return None
-    loops: dict[str, list[tuple[str, dict[str, Any]]]] = {
-        "unknown": [("web_browse", {"url": "https://shop.example/laptops"})],
-        "invalid": [("search", {"terms": "laptops"})],
-        "batch": [("tool_a", {"query": "laptops"}), ("tool_b", {"query": "laptops"})],
-        "legit": [("lookup", {"index": turn - 1})],
-    }
-    return loops[kind]
-
-
-ModelLoopRun = Callable[..., tuple[Any, int, "Tally", list[dict[str, Any]]]]
-
-
-def check_model_loops(loop: ModelLoopRun, run_name: str) -> None:
-    """The bar every integration that records model calls meets, ``loop(kind, **options)``
-    running a ``model_loop`` agent with only the integration added (its answer, model calls,
-    tool runs, logs): the same batch of two calls every turn ended within 6 model calls with
-    the model's final answer (the 3rd batch warned); a legitimate 12-turn run answered normally;
-    ``max_model_calls=5`` ending the agent at the 6th call, made as the final answer's, in the
-    ``run_name`` model calls' run."""
-    answer, calls, tally, _ = loop("batch")
-    assert answer == WRAP_UP and calls <= 6
-    assert tally.runs == {"tool_a": 3, "tool_b": 3}
-    answer, calls, _, logs = loop("legit")
-    assert answer == COMPARED and calls == 13 and not looped(logs)
-    answer, calls, _, logs = loop("legit", max_model_calls=5)
-    assert answer == WRAP_UP and calls == 6
-    assert limit_reached(logs) == (run_name, 6)
-
-
 def killed_runs(logs: list[dict[str, Any]]) -> list[tuple[str, str]]:
     """The runs a kill ended, in captured ``logs``: (run name, the function it was judged on)."""
     return [(e["run_name"], e["fn"]) for e in logs if e["event"] == "fuzeguard.run_killed"]
@@ -111,19 +70,78 @@ def limit_reached(logs: list[dict[str, Any]]) -> tuple[str, int]:
     return limit["run_name"], limit["call_index"]
 
 
-def traced_rejections(loop: ModelLoopRun, folder: Path, monkeypatch: Any) -> list[dict[str, Any]]:
-    """``loop("unknown")`` (see ``check_model_loops``) traced into ``folder``: ended with the
-    model's final answer, its model calls traced and replayed (``check_rejected_calls_replayed``)."""
+def script(variant: str, i: int) -> tuple[str, dict[str, Any]]:
+    """The ``i``-th (0-based) tool call of a stuck model: a tool name and its arguments."""
+    if variant == "same":
+        return "search", {"query": "laptops"}
+    return ("tool_a" if i % 2 == 0 else "tool_b"), {"query": f"q{i}"}
+
+
+LEGIT_TURNS = 12  # the tool turns of a legitimate run of ``model_loop_calls``
+LEGIT_ANSWER = "12 laptops compared"
+
+
+def model_loop_calls(kind: str, turn: int) -> list[tuple[str, dict[str, Any]]]:
+    """The tool calls of the ``turn``-th (1-based) model call of a model that loops without a
+    tool ever doing anything new: ``unknown`` asks for a tool the agent does not have,
+    ``invalid`` for ``search`` with an argument it does not take, ``batch`` for the same two
+    calls every turn; ``legit`` looks up a different laptop each turn, and after
+    ``LEGIT_TURNS`` turns asks for none (it answers ``LEGIT_ANSWER``)."""
+    if kind == "legit":
+        return [("lookup", {"index": turn - 1})] if turn <= LEGIT_TURNS else []
+    return {
+        "unknown": [("web_browse", {"url": "https://shop.example/laptops"})],
+        "invalid": [("search", {"terms": "laptops"})],
+        "batch": [("tool_a", {"query": "laptops"}), ("tool_b", {"query": "laptops"})],
+    }[kind]
+
+
+def check_batch_ended(answer: str, calls: int, runs: dict[str, int]) -> None:
+    """A ``model_loop_calls("batch")`` agent ended within 6 model calls with ``WRAP_UP``, its
+    tools run 3 times each (the 3rd batch warned)."""
+    assert answer == WRAP_UP and calls <= 6
+    assert dict(runs) == {"tool_a": 3, "tool_b": 3}
+
+
+def check_legit_answered(answer: str, calls: int, events: list[str]) -> None:
+    """A ``model_loop_calls("legit")`` agent answered normally, no loop logged (``events``)."""
+    assert answer == LEGIT_ANSWER and calls == LEGIT_TURNS + 1
+    assert not [e for e in events if e in ("fuzeguard.run_killed", "fuzeguard.loop_detected")]
+
+
+def check_model_loops(loop: Callable[..., tuple[Any, int, Any, list[dict[str, Any]]]],
+                      run_name: str) -> None:
+    """``loop(kind, **options)`` runs a ``model_loop_calls`` agent with only the integration
+    added (its answer, model calls, the ``Tally``, the logs): a batch every turn ended
+    (``check_batch_ended``), a legitimate run answered (``check_legit_answered``), and
+    ``max_model_calls=5`` ending it at the 6th call, made as the final answer's, in the
+    ``run_name`` model calls' run."""
+    answer, calls, tally, _ = loop("batch")
+    check_batch_ended(answer, calls, tally.runs)
+    answer, calls, _, logs = loop("legit")
+    check_legit_answered(answer, calls, [e["event"] for e in logs])
+    answer, calls, _, logs = loop("legit", max_model_calls=5)
+    assert answer == WRAP_UP and calls == 6
+    assert limit_reached(logs) == (run_name, 6)
+
+
+def check_model_calls_traced(tmp_path: Path, monkeypatch: Any,
+                             ended: Callable[[], str]) -> list[dict[str, Any]]:
+    """``ended()`` (a ``model_loop_calls("unknown")`` agent's final answer, ``WRAP_UP``), traced
+    to a folder under ``tmp_path``: ``check_model_calls_replayed`` on it (its traced calls)."""
+    folder = tmp_path / "traces"
     monkeypatch.setenv("FUZE_TRACE", f"{folder}/")
-    answer, _, _, _ = loop("unknown")
-    assert answer == WRAP_UP
-    return check_rejected_calls_replayed(folder)
+    assert ended() == WRAP_UP
+    return check_model_calls_replayed(folder)
 
 
-def check_rejected_calls_replayed(folder: Path) -> list[dict[str, Any]]:
-    """``folder`` holds the traces of a ``model_loop("unknown")`` agent: its model calls' run is
-    traced like any run (three rejected calls, the 3rd killed), and ``fuze replay`` finds the
-    same kill. The traced model calls."""
+def check_model_calls_replayed(folder: Path) -> list[dict[str, Any]]:
+    """The traces in ``folder`` of a ``model_loop_calls("unknown")`` run that was ended: its
+    rejected model calls were traced (the third killed), and ``fuze replay`` finds the kill.
+    The traced model calls."""
+    import subprocess
+    import sys
+
     lines = [json.loads(line) for path in folder.iterdir()
              for line in path.read_text(encoding="utf-8").splitlines()]
     model = [line for line in lines if line.get("fn") == "model.rejected"]
@@ -132,16 +150,9 @@ def check_rejected_calls_replayed(folder: Path) -> list[dict[str, Any]]:
     assert [line.get("result") for line in model[:2]] == [{"rejected": True}] * 2
     assert model[2]["detections"][0]["action"] == "kill"
     done = subprocess.run([sys.executable, "-m", "fuzeguard", "replay", str(folder)],
-                          capture_output=True, text=True, timeout=120, check=False)
+                          capture_output=True, text=True, timeout=120)
     assert "model.rejected" in done.stdout and "dedup" in done.stdout, done.stdout + done.stderr
     return model
-
-
-def script(variant: str, i: int) -> tuple[str, dict[str, Any]]:
-    """The ``i``-th (0-based) tool call of a stuck model: a tool name and its arguments."""
-    if variant == "same":
-        return "search", {"query": "laptops"}
-    return ("tool_a" if i % 2 == 0 else "tool_b"), {"query": f"q{i}"}
 
 
 @dataclass

@@ -26,7 +26,21 @@ from fuzeguard import LoopDetected
 from fuzeguard.integrations._runs import KeyedRuns
 from fuzeguard.integrations.agent_framework import LoopGuard
 from tests.served import ANSWER, CONCURRENT, LEGIT, LOOPING, check_served, next_call
-from tests.stuck_agents import ACTIONS, VARIANTS, WRAP_UP, Tally, check_run, script, tools
+from tests.stuck_agents import (
+    ACTIONS,
+    LEGIT_ANSWER,
+    VARIANTS,
+    WRAP_UP,
+    Tally,
+    check_batch_ended,
+    check_legit_answered,
+    check_model_calls_traced,
+    check_run,
+    lookup,
+    model_loop_calls,
+    script,
+    tools,
+)
 
 MAX_ITERATIONS = 40  # the function-invocation loop's default max_iterations
 
@@ -177,28 +191,52 @@ def test_concurrent_requests_with_only_the_middleware_added_are_runs_of_their_ow
     check_served(answers, later, tally.total)
 
 
+class Delegating(FunctionInvocationLayer[Any], ChatMiddlewareLayer[Any], BaseChatClient[Any]):
+    """An outer agent's model: asks its ``researcher`` tool (an inner agent) once, then answers
+    with what it got back."""
+
+    async def _inner_get_response(self, *, messages: list[Message], stream: bool, options: Any,
+                                  **kwargs: Any) -> Any:
+        results = _results(messages)
+        if results:
+            return ChatResponse(messages=[Message(role="assistant", contents=[results[-1]])])
+        return _call("researcher", {"task": "laptops"}, 0)
+
+
+def _delegated(inner_middleware: Any, outer_middleware: Any) -> tuple[str, Tally, Agent, list[Any]]:
+    """An outer agent that calls an inner, looping agent as a tool (``as_tool()``): the outer
+    agent's final text, the inner agent's tool runs, the inner agent and the logs."""
+    tally = Tally()
+    inner = Agent(client=Stuck("same"), tools=tools(tally), name="researcher",
+                  description="researches a question", middleware=inner_middleware)
+    outer = Agent(client=Delegating(), tools=[inner.as_tool()], name="boss",
+                  middleware=outer_middleware)
+    with capture_logs() as logs:
+        text = asyncio.run(outer.run("find me a laptop")).text
+    return text, tally, inner, logs
+
+
 def test_an_agent_called_as_a_tool_is_guarded_in_a_child_run() -> None:
     """The same guard's middleware on both agents: the inner agent's loop is caught in a run of
     its own, which also counts toward the outer request's run."""
-    tally = Tally()
     guard = LoopGuard()
-    inner = Agent(client=Stuck("same"), tools=tools(tally), name="researcher",
-                  description="researches a question", middleware=guard.middleware)
-
-    class Outer(FunctionInvocationLayer[Any], ChatMiddlewareLayer[Any], BaseChatClient[Any]):
-        async def _inner_get_response(self, *, messages: list[Message], stream: bool,
-                                      options: Any, **kwargs: Any) -> Any:
-            results = _results(messages)
-            if results:
-                return ChatResponse(messages=[Message(role="assistant", contents=[results[-1]])])
-            return _call("researcher", {"task": "laptops"}, 0)
-
-    outer = Agent(client=Outer(), tools=[inner.as_tool()], name="boss", middleware=guard.middleware)
-    with capture_logs() as logs:
-        text = asyncio.run(outer.run("find me a laptop")).text
+    text, tally, _, logs = _delegated(guard.middleware, guard.middleware)
     killed = [e["run_name"] for e in logs if e["event"] == "fuzeguard.run_killed"]
     assert tally.total == 4 and killed == ["researcher"]
     assert text.startswith("Stopped: the agent was looping (dedup")
+
+
+def test_an_agent_called_as_a_tool_without_its_own_guard_is_guarded_by_the_callers() -> None:
+    """Only the outer agent has the middleware: the inner agent's loop is still ended in a child
+    run after 4 tool runs (not the framework's 40 iterations), and the outer agent goes on with
+    what it got back. Run on its own afterwards, the inner agent is not guarded."""
+    text, tally, inner, logs = _delegated(None, LoopGuard().middleware)
+    killed = [e["run_name"] for e in logs if e["event"] == "fuzeguard.run_killed"]
+    assert tally.total == 4 and killed == ["researcher"]
+    assert text.startswith("Stopped: the agent was looping (dedup")
+    with capture_logs() as alone:
+        asyncio.run(inner.run("find me a laptop"))
+    assert tally.total == 4 + MAX_ITERATIONS and alone == []
 
 
 def test_a_conversation_keyed_as_one_run_carries_its_history_across_requests() -> None:
@@ -275,3 +313,99 @@ def test_parallel_calls_of_one_model_turn_take_one_step_of_the_ladder() -> None:
     assert actions == ["warn", "warn", "skip", "skip", "kill"]
     assert tally.total == 4 and client.turns == 4  # the 4th: asked for the final answer
     assert text.startswith("Stopped: the agent was looping")
+
+
+class ModelLoop(FunctionInvocationLayer[Any], ChatMiddlewareLayer[Any], BaseChatClient[Any]):
+    """Follows ``model_loop_calls``; asked for a final answer (no tool offered), answers
+    ``WRAP_UP``. Reports some token usage with each response."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__()
+        self.kind, self.turns = kind, 0
+
+    async def _inner_get_response(self, *, messages: list[Message], stream: bool, options: Any,
+                                  **kwargs: Any) -> Any:
+        self.turns += 1
+        calls = model_loop_calls(self.kind, self.turns) if (options or {}).get("tools") else []
+        if not calls:
+            text = LEGIT_ANSWER if (options or {}).get("tools") else WRAP_UP
+            return _reply(ChatResponse(messages=[Message(role="assistant", contents=[text])]), stream)
+        contents = [Content.from_function_call(call_id=f"c{self.turns}-{k}", name=name, arguments=args)
+                    for k, (name, args) in enumerate(calls)]
+        response = ChatResponse(messages=[Message(role="assistant", contents=contents)],
+                                usage_details={"total_token_count": 100})
+        return _reply(response, stream)
+
+
+def _model_loop(kind: str, stream: bool = False,
+                **options: Any) -> tuple[str, int, Tally, list[dict[str, Any]]]:
+    """The agent's final text, the model calls, the tool runs and the logs."""
+    tally = Tally()
+    client = ModelLoop(kind)
+    agent = Agent(client=client, tools=[*tools(tally), lookup], name="shopper",
+                  middleware=LoopGuard(**options).middleware)
+
+    async def main() -> str:
+        if not stream:
+            return (await agent.run("find me a laptop")).text
+        response = agent.run("find me a laptop", stream=True)
+        async for _ in response:
+            pass
+        return (await response.get_final_response()).text
+
+    with capture_logs() as logs:
+        text = asyncio.run(main())
+    return text, client.turns, tally, logs
+
+
+def _killed(logs: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    return [(e["run_name"], e["fn"]) for e in logs if e["event"] == "fuzeguard.run_killed"]
+
+
+@pytest.mark.parametrize("kind", ["unknown", "invalid"])
+def test_a_model_that_keeps_asking_for_a_call_that_cannot_run_is_ended_with_an_answer(kind: str) -> None:
+    """The framework answers an unknown function ("not found") or arguments the function does
+    not take ("Argument parsing failed") without running it: the model calls are judged, in the
+    model calls' run, and the agent ends within 8 model calls with the model's final answer."""
+    text, calls, tally, logs = _model_loop(kind)
+    assert text == WRAP_UP and calls <= 8 and tally.total == 0
+    assert _killed(logs) == [("shopper/model", "model.rejected")]
+
+
+def test_the_same_batch_of_two_calls_every_turn_is_ended_within_six_model_calls() -> None:
+    text, calls, tally, _ = _model_loop("batch")
+    check_batch_ended(text, calls, tally.runs)
+
+
+def test_a_legitimate_twelve_turn_run_with_distinct_calls_is_answered_normally() -> None:
+    text, calls, _, logs = _model_loop("legit")
+    check_legit_answered(text, calls, [e["event"] for e in logs])
+
+
+def test_max_model_calls_ends_the_agent_at_the_model_call_after_the_limit() -> None:
+    text, calls, _, logs = _model_loop("legit", max_model_calls=5)
+    assert text == WRAP_UP and calls == 6  # 5, then the final answer's (the 6th not made)
+    (limit,) = [e for e in logs if e["event"] == "fuzeguard.limit_reached"]
+    assert limit["run_name"] == "shopper/model" and limit["call_index"] == 6
+    with pytest.raises(ValueError, match="max_model_calls takes a whole number of 1 or more"):
+        LoopGuard(max_model_calls=0)
+
+
+def test_a_streamed_run_records_its_model_calls_and_ends_with_the_canned_answer() -> None:
+    """A streamed response is judged when its stream is finalized, its updates already out: the
+    run ends at the next model call (not made) with the canned answer."""
+    text, calls, tally, logs = _model_loop("unknown", stream=True)
+    assert "Stopped: the agent was looping (dedup" in text and calls == 3 and tally.total == 0
+    assert _killed(logs) == [("shopper/model", "model.rejected")]
+
+
+def test_exit_behavior_error_raises_the_model_calls_loop_detected() -> None:
+    with pytest.raises(LoopDetected) as raised:
+        _model_loop("unknown", exit_behavior="error")
+    assert raised.value.detection.fn == "model.rejected" and raised.value.stats.killed
+
+
+def test_model_calls_are_traced_and_fuze_replay_judges_them_alike(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    check_model_calls_traced(tmp_path, monkeypatch, lambda: _model_loop("unknown")[0])

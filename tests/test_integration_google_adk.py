@@ -29,18 +29,18 @@ from fuzeguard.integrations.google_adk import LoopGuardPlugin
 from tests.served import ANSWER, CONCURRENT, LEGIT, LOOPING, check_served, next_call
 from tests.stuck_agents import (
     ACTIONS,
-    COMPARED,
+    LEGIT_ANSWER,
     VARIANTS,
     WRAP_UP,
     Tally,
+    check_model_calls_traced,
     check_model_loops,
     check_run,
     killed_runs,
     lookup,
-    model_loop,
+    model_loop_calls,
     script,
     tools,
-    traced_rejections,
 )
 
 MAX_LLM_CALLS = 25  # RunConfig.max_llm_calls for the stuck agents (ADK's default is 500)
@@ -336,9 +336,9 @@ class ModelLoop(BaseLlm):
         if llm_request.config is not None and not llm_request.config.tools:
             yield _text(WRAP_UP)
             return
-        calls = model_loop(self.kind, self.turns)
-        if calls is None:
-            yield _text(COMPARED)
+        calls = model_loop_calls(self.kind, self.turns)
+        if not calls:
+            yield _text(LEGIT_ANSWER)
             return
         parts = [types.Part(function_call=types.FunctionCall(name=name, args=args, id=f"c{self.turns}-{k}"))
                  for k, (name, args) in enumerate(calls)]
@@ -407,5 +407,5 @@ def test_a_model_loop_stays_available_as_loop_detected_for_the_session() -> None
 def test_model_calls_are_traced_with_their_tokens_and_fuze_replay_judges_them_alike(
     tmp_path: Any, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    traced = traced_rejections(_model_loop, tmp_path / "traces", monkeypatch)
+    traced = check_model_calls_traced(tmp_path, monkeypatch, lambda: _model_loop("unknown")[0])
     assert [line.get("cost") for line in traced[:2]] == [120.0, 120.0]  # usage_metadata's tokens

@@ -23,16 +23,14 @@ from fuzeguard.integrations.langchain import LoopGuardMiddleware
 from fuzeguard.testing import capture_detections
 from tests.stuck_agents import (
     ACTIONS,
-    COMPARED,
     VARIANTS,
     WRAP_UP,
     Tally,
+    check_model_calls_traced,
     check_run,
     lookup,
-    model_loop,
     script,
     tools,
-    traced_rejections,
 )
 
 
@@ -426,8 +424,10 @@ def test_the_ladder_steps_once_per_model_turn_for_parallel_identical_calls() -> 
 
 
 class ModelLoop(StuckModel):
-    """A model that loops without a tool ever doing anything new (``model_loop``). Asked for a
-    final answer after a kill, it answers ``WRAP_UP``."""
+    """A model that loops without a tool ever doing anything new: ``unknown`` asks for a tool
+    the agent does not have, ``invalid`` for ``search`` with an argument it does not take,
+    ``batch`` for the same two calls every turn; ``legit`` searches 12 different things (each
+    answer new), then answers. Asked for a final answer after a kill, it answers ``WRAP_UP``."""
 
     kind: str = "unknown"
 
@@ -437,9 +437,14 @@ class ModelLoop(StuckModel):
         turn = self.turns
         if str(messages[-1].content).startswith("[fuzeguard]"):
             return ChatResult(generations=[ChatGeneration(message=AIMessage(WRAP_UP))])
-        calls = model_loop(self.kind, turn)
-        if calls is None:
-            return ChatResult(generations=[ChatGeneration(message=AIMessage(COMPARED))])
+        calls = {
+            "unknown": [("web_browse", {"url": "https://shop.example/laptops"})],
+            "invalid": [("search", {"terms": "laptops"})],
+            "batch": [("tool_a", {"query": "laptops"}), ("tool_b", {"query": "laptops"})],
+            "legit": [("lookup", {"index": turn - 1})],
+        }[self.kind]
+        if self.kind == "legit" and turn > 12:
+            return ChatResult(generations=[ChatGeneration(message=AIMessage("12 models compared"))])
         message = AIMessage("", tool_calls=[{"name": n, "args": a, "id": f"c{turn}-{k}"}
                                             for k, (n, a) in enumerate(calls)])
         return ChatResult(generations=[ChatGeneration(message=message)])
@@ -476,7 +481,7 @@ def test_the_same_batch_of_two_calls_every_turn_is_ended_within_six_model_calls(
 
 def test_a_legitimate_twelve_turn_run_with_distinct_calls_is_answered_normally() -> None:
     answer, calls, _, logs = _model_loop("legit")
-    assert answer == COMPARED and calls == 13
+    assert answer == "12 models compared" and calls == 13
     assert not [e for e in logs if e["event"] in ("fuzeguard.run_killed", "fuzeguard.loop_detected")]
 
 
@@ -494,7 +499,7 @@ def test_model_calls_are_traced_and_fuze_replay_judges_them_alike(
     tmp_path: Any, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The model calls' run is traced like any run: replaying the trace finds the same kill."""
-    traced_rejections(_model_loop, tmp_path / "traces", monkeypatch)
+    check_model_calls_traced(tmp_path, monkeypatch, lambda: _model_loop("unknown")[0])
 
 
 class Delegating(StuckModel):

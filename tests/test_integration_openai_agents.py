@@ -19,13 +19,11 @@ from fuzeguard.events import CallCompleted
 from fuzeguard.integrations.openai_agents import LoopGuard
 from tests.stuck_agents import (
     ACTIONS,
-    COMPARED,
     VARIANTS,
     WRAP_UP,
     Tally,
     check_run,
     lookup,
-    model_loop,
     script,
     tools,
 )
@@ -379,9 +377,14 @@ class ModelLoop(StuckModel):
         turn = self.turns
         if not tools:
             return ModelResponse(output=[_message(WRAP_UP)], usage=Usage(), response_id=None)
-        calls = model_loop(self.variant, turn)
-        if calls is None:
-            return ModelResponse(output=[_message(COMPARED)], usage=Usage(), response_id=None)
+        if self.variant == "legit" and turn > 12:
+            return ModelResponse(output=[_message("12 laptops compared")], usage=Usage(),
+                                 response_id=None)
+        calls = {
+            "invalid": [("search", {"terms": "laptops"})],
+            "batch": [("tool_a", {"query": "laptops"}), ("tool_b", {"query": "laptops"})],
+            "legit": [("lookup", {"index": turn - 1})],
+        }[self.variant]
         output = [ResponseFunctionToolCall(id=f"c{turn}-{k}", call_id=f"c{turn}-{k}",
                                            type="function_call", name=name, arguments=json.dumps(args))
                   for k, (name, args) in enumerate(calls)]
@@ -412,7 +415,7 @@ def test_the_same_batch_of_two_calls_every_turn_is_ended_within_six_model_calls(
 
 def test_a_legitimate_twelve_turn_run_with_distinct_calls_is_answered_normally() -> None:
     output, calls, _, logs = _model_loop("legit")
-    assert output == COMPARED and calls == 13
+    assert output == "12 laptops compared" and calls == 13
     assert not [e for e in logs if e["event"] in ("fuzeguard.run_killed", "fuzeguard.loop_detected")]
 
 

@@ -24,18 +24,7 @@ from structlog.testing import capture_logs
 import fuzeguard
 from fuzeguard import LoopDetected
 from fuzeguard.integrations.pydantic_ai import LoopGuard, LoopGuardToolset, loop_guard
-from tests.stuck_agents import (
-    ACTIONS,
-    COMPARED,
-    VARIANTS,
-    WRAP_UP,
-    Tally,
-    check_run,
-    lookup,
-    model_loop,
-    script,
-    tools,
-)
+from tests.stuck_agents import ACTIONS, VARIANTS, WRAP_UP, Tally, check_run, lookup, script, tools
 
 
 class Stuck:
@@ -259,8 +248,10 @@ def test_the_toolset_alone_judges_each_run_in_a_run_of_its_own() -> None:
 
 
 class ModelLoop:
-    """A model that loops without a tool ever doing anything new (``model_loop``). Asked for a
-    final answer (no tool offered), it answers ``WrapsUp.answer``."""
+    """A model that loops without a tool ever doing anything new: ``unknown`` asks for a tool
+    the agent does not have, ``invalid`` for ``search`` with an argument it does not take,
+    ``batch`` for the same two calls every turn; ``legit`` looks up 12 different laptops, then
+    answers. Asked for a final answer (no tool offered), it answers ``WrapsUp.answer``."""
 
     def __init__(self, kind: str) -> None:
         self.kind = kind
@@ -270,9 +261,14 @@ class ModelLoop:
         self.turns += 1
         if not info.function_tools:
             return ModelResponse(parts=[TextPart(WrapsUp.answer)])
-        calls = model_loop(self.kind, self.turns)
-        if calls is None:
-            return ModelResponse(parts=[TextPart(COMPARED)])
+        if self.kind == "legit" and self.turns > 12:
+            return ModelResponse(parts=[TextPart("12 laptops compared")])
+        calls = {
+            "unknown": [("web_browse", {"url": "https://shop.example/laptops"})],
+            "invalid": [("search", {"terms": "laptops"})],
+            "batch": [("tool_a", {"query": "laptops"}), ("tool_b", {"query": "laptops"})],
+            "legit": [("lookup", {"index": self.turns - 1})],
+        }[self.kind]
         return ModelResponse(parts=[ToolCallPart(name, args, tool_call_id=f"c{self.turns}-{k}")
                                     for k, (name, args) in enumerate(calls)])
 
@@ -306,7 +302,7 @@ def test_the_same_batch_of_two_calls_every_turn_is_ended_within_six_model_calls(
 
 def test_a_legitimate_twelve_turn_run_with_distinct_calls_is_answered_normally() -> None:
     output, calls, _, logs = _model_loop("legit")
-    assert output == COMPARED and calls == 13
+    assert output == "12 laptops compared" and calls == 13
     assert not [e for e in logs if e["event"] in ("fuzeguard.run_killed", "fuzeguard.loop_detected")]
 
 

@@ -22,20 +22,20 @@ from fuzeguard import LoopDetected
 from fuzeguard.integrations.smolagents import LoopGuard, guarded_tool, stop_on_kill
 from tests.stuck_agents import (
     ACTIONS,
-    COMPARED,
+    LEGIT_ANSWER,
     VARIANTS,
     WRAP_UP,
     Behaviour,
     Tally,
     check,
+    check_model_calls_traced,
     check_model_loops,
     killed_runs,
     lookup,
-    model_loop,
+    model_loop_calls,
     script,
     short,
     tools,
-    traced_rejections,
 )
 
 
@@ -292,7 +292,7 @@ class ModelLoop(Model):
         if self.kind == "text":
             return ChatMessage(role=MessageRole.ASSISTANT, content="Let me think about laptops.",
                                token_usage=usage)
-        calls = model_loop(self.kind, self.turns) or [("final_answer", {"answer": COMPARED})]
+        calls = model_loop_calls(self.kind, self.turns) or [("final_answer", {"answer": LEGIT_ANSWER})]
         asked = [ChatMessageToolCall(id=f"c{self.turns}-{k}", type="function",
                                      function=ChatMessageToolCallFunction(name=name, arguments=args))
                  for k, (name, args) in enumerate(calls)]
@@ -342,5 +342,5 @@ def test_a_batch_every_turn_a_legitimate_run_and_max_model_calls_meet_the_bar() 
 def test_model_calls_are_traced_with_their_tokens_and_fuze_replay_judges_them_alike(
     tmp_path: Any, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    traced = traced_rejections(_model_loop, tmp_path / "traces", monkeypatch)
+    traced = check_model_calls_traced(tmp_path, monkeypatch, lambda: _model_loop("unknown")[0])
     assert [line.get("cost") for line in traced[:2]] == [120.0, 120.0]  # token_usage's total

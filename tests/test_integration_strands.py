@@ -11,7 +11,17 @@ import pytest
 from side_env import measured_by, run_in
 
 from tests.served import ANSWER, check_served
-from tests.stuck_agents import ACTIONS, VARIANTS, WRAP_UP, Tally, check_run, side_example
+from tests.stuck_agents import (
+    ACTIONS,
+    VARIANTS,
+    WRAP_UP,
+    Tally,
+    check_batch_ended,
+    check_legit_answered,
+    check_model_calls_replayed,
+    check_run,
+    side_example,
+)
 
 
 @pytest.fixture(scope="module")
@@ -84,6 +94,18 @@ def test_an_agent_called_in_a_tool_is_guarded_in_a_run_of_its_own(measured: dict
     assert found["text"].startswith("Stopped: the agent was looping (dedup")
 
 
+def test_an_agent_called_as_a_tool_without_its_own_guard_is_guarded_by_the_callers(
+    measured: dict[str, Any],
+) -> None:
+    """Only the outer agent has the hooks: the inner agent (``as_tool()``) is still ended in a
+    child run after 4 tool runs, and the outer agent answers with what it got back. Invoked on
+    its own afterwards, the inner agent is not guarded (its model gives up after 25 turns)."""
+    found = measured["nested unguarded"]
+    assert found["tool_runs"] == 4 and found["killed"] == ["researcher"]
+    assert found["text"].startswith("Stopped: the agent was looping (dedup")
+    assert found["alone"] == found["give_up"] == 25 and found["alone_logged"] == 0
+
+
 def test_a_conversation_keyed_as_one_run_carries_its_history_across_requests(
     measured: dict[str, Any],
 ) -> None:
@@ -109,3 +131,52 @@ def test_the_docs_example_runs_and_prints_what_the_page_shows(strands_python: st
     )
     printed = run_in(strands_python, ["-c", code], tmp_path)
     assert printed.rstrip().splitlines()[-2:] == shown.rstrip().splitlines()
+
+
+@pytest.mark.parametrize("kind", ["unknown", "invalid"])
+def test_a_model_that_keeps_asking_for_a_call_that_cannot_run_is_ended_with_an_answer(
+    measured: dict[str, Any], kind: str,
+) -> None:
+    """Strands answers an unknown tool ("Unknown tool") or arguments a ``@tool`` function does
+    not take ("Validation failed") without running it: the model calls are judged, in the model
+    calls' run, and the invocation ends within 8 model calls with the model's final answer."""
+    found = measured["model loop"][kind]
+    assert found["text"] == WRAP_UP and found["turns"] <= 8 and found["tool_runs"] == {}
+    assert found["killed"] == [["shopper/model", "model.rejected"]]
+    # The model calls' tokens are their run's cost: the two rejected before the kill (an unknown
+    # tool), or the three calls made (arguments rejected when their tools were called).
+    assert found["error"] == ["model.rejected", {"unknown": 200.0, "invalid": 300.0}[kind]]
+
+
+def test_the_same_batch_of_two_calls_every_turn_is_ended_within_six_model_calls(
+    measured: dict[str, Any],
+) -> None:
+    found = measured["model loop"]["batch"]
+    check_batch_ended(found["text"], found["turns"], found["tool_runs"])
+
+
+def test_a_legitimate_twelve_turn_run_with_distinct_calls_is_answered_normally(
+    measured: dict[str, Any],
+) -> None:
+    found = measured["model loop"]["legit"]
+    check_legit_answered(found["text"], found["turns"], found["detected"])
+
+
+def test_max_model_calls_ends_the_invocation_at_the_model_call_after_the_limit(
+    measured: dict[str, Any],
+) -> None:
+    found = measured["max model calls"]
+    assert found["text"] == WRAP_UP and found["turns"] == 6  # 5, then the final answer's
+    assert found["limits"] == [["shopper/model", 6]]
+
+
+def test_max_model_calls_is_checked() -> None:
+    from fuzeguard.integrations._model_calls import ModelCalls
+
+    # The hook provider takes it to ModelCalls, which checks it (strands is not importable here).
+    with pytest.raises(ValueError, match="max_model_calls takes a whole number of 1 or more"):
+        ModelCalls(max_model_calls=True)
+
+
+def test_model_calls_are_traced_and_fuze_replay_judges_them_alike(measured: dict[str, Any]) -> None:
+    check_model_calls_replayed(Path(measured["traced"]))
