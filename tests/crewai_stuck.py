@@ -20,7 +20,19 @@ from pydantic import Field
 
 import fuzeguard
 from fuzeguard.integrations.crewai import LoopGuard
-from tests.stuck_agents import ACTIONS, VARIANTS, Tally, script, tools
+from tests.stuck_agents import (
+    ACTIONS,
+    LEGIT_ANSWER,
+    VARIANTS,
+    Tally,
+    check_model_calls_replayed,
+    killed_runs,
+    lookup,
+    looped,
+    model_loop_calls,
+    script,
+    tools,
+)
 
 WRAP_UP = "what I found before I was stopped, for"  # a request model's final answer after a kill
 GUARD_TEXT = ("You called", "You are going", "You have", "The last", "Tool calls in this session")
@@ -116,15 +128,20 @@ def plain_kickoff(**options: Any) -> dict[str, Any]:
     guard = LoopGuard(**options).register()
     crew, llm = request_crew("loop", tally)
     try:
-        out = crew.kickoff()
-        ended = f"returned {out.raw}"
-    except Exception as exc:
-        ended = f"raised {type(exc).__name__}" + (
-            " (a LoopDetected)" if isinstance(exc, fuzeguard.LoopDetected) else "")
+        ended = kicked_off(crew)
     finally:
         guard.unregister()
     return {"ended": ended, "total": tally.total, "llm calls": len(llm.shown),
             "last asked": llm.shown[-1].splitlines()[-1]}
+
+
+def kicked_off(crew: Crew) -> str:
+    """How ``crew.kickoff()`` ended: what it returned, or what it raised."""
+    try:
+        return f"returned {crew.kickoff().raw}"
+    except Exception as exc:
+        return f"raised {type(exc).__name__}" + (
+            " (a LoopDetected)" if isinstance(exc, fuzeguard.LoopDetected) else "")
 
 
 def request_crew(text: str, tally: Tally) -> tuple[Crew, RequestLLM]:
@@ -193,6 +210,79 @@ def two_guards() -> dict[str, Any]:
     return {"total": tally.total, "calls": calls, "ended": ended}
 
 
+class ModelLoopLLM(StuckLLM):
+    """A ReAct LLM that loops without a tool ever doing anything new (``model_loop``; one action
+    a response, so ``batch`` asks for its two calls in turn); asked for a final answer, it answers
+    ``WRAP_UP``."""
+
+    kind: str = "unknown"
+
+    def call(self, messages: Any, tools: Any = None, callbacks: Any = None,
+             available_functions: Any = None, **kwargs: Any) -> str:
+        self.turns += 1
+        last = str(messages[-1].get("content", "")) if isinstance(messages, list) else str(messages)
+        if last.startswith("[fuzeguard] Your tool calls were stopped"):
+            return f"Thought: I must stop\nFinal Answer: {WRAP_UP} model loop"
+        if self.kind == "batch":
+            name, args = [("tool_a", {"query": "laptops"}), ("tool_b", {"query": "laptops"})][
+                (self.turns - 1) % 2]
+        else:
+            calls = model_loop_calls(self.kind, self.turns)
+            if not calls:
+                return f"Thought: I now know the final answer\nFinal Answer: {LEGIT_ANSWER}"
+            (name, args), = calls
+        return f"Thought: I should look this up\nAction: {name}\nAction Input: {json.dumps(args)}"
+
+
+def model_loop_crew(kind: str, **options: Any) -> dict[str, Any]:
+    """A crew whose LLM loops without a tool doing anything new, with only the hooks added: its
+    output (or what it raised), the LLM calls, the tool runs, and the runs ended."""
+    from structlog.testing import capture_logs
+
+    tally = Tally()
+    guard = LoopGuard(**options).register()
+    llm = ModelLoopLLM(model="model-loop", kind=kind)
+    crew_tools = [tool(fn.__name__)(fn) for fn in [*tools(tally), lookup]]
+    agent = Agent(role="shopper", goal="find a laptop", backstory="a careful shopper",
+                  tools=crew_tools, llm=llm, verbose=False, max_iter=30)
+    task = Task(description="find me a laptop", expected_output="a laptop", agent=agent)
+    try:
+        with capture_logs() as logs:
+            ended = kicked_off(Crew(agents=[agent], tasks=[task], verbose=False))
+    finally:
+        guard.unregister()
+    return {"ended": ended, "llm calls": llm.turns, "runs": dict(tally.runs),
+            "killed": killed_runs(logs), "looped": looped(logs),
+            "limits": [[e["run_name"], e["call_index"]] for e in logs
+                       if e["event"] == "fuzeguard.limit_reached"]}
+
+
+def traced_model_loop() -> dict[str, Any]:
+    """``model_loop_crew("unknown")`` traced: the model calls' run replayed as any run."""
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as folder:
+        os.environ["FUZE_TRACE"] = f"{folder}/"
+        try:
+            ended = model_loop_crew("unknown")["ended"]
+            check_model_calls_replayed(Path(folder))
+        except AssertionError as exc:
+            return {"ended": ended, "replayed": f"failed: {exc}"}
+        finally:
+            del os.environ["FUZE_TRACE"]
+    return {"ended": ended, "replayed": "the same kill"}
+
+
+def refused_option() -> str:
+    """What ``LoopGuard(max_model_calls=0)`` raises."""
+    try:
+        LoopGuard(max_model_calls=0)
+    except ValueError as exc:
+        return str(exc)
+    return "accepted"
+
+
 def extra() -> dict[str, Any]:
     return {
         "server": server(),
@@ -204,6 +294,12 @@ def extra() -> dict[str, Any]:
         "plain kickoff": plain_kickoff(),
         "plain kickoff canned": plain_kickoff(wrap_up=False),
         "plain kickoff error": plain_kickoff(exit_behavior="error"),
+        **{f"model loop {kind}": model_loop_crew(kind)
+           for kind in ("unknown", "invalid", "batch", "legit")},
+        "model loop limit": model_loop_crew("legit", max_model_calls=5),
+        "model loop error": model_loop_crew("unknown", exit_behavior="error"),
+        "model loop traced": traced_model_loop(),
+        "max_model_calls=0": refused_option(),
     }
 
 

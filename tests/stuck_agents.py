@@ -46,9 +46,28 @@ LAPTOPS = [f"{name}: {detail}" for name, detail in [
 
 
 def lookup(index: int) -> str:
-    """Look up one laptop's specification."""
+    """Look up one laptop's specification.
+
+    Args:
+        index: which laptop (0 to 11)
+    """
     return LAPTOPS[index]
 
+
+def killed_runs(logs: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """The runs a kill ended, in captured ``logs``: (run name, the function it was judged on)."""
+    return [(e["run_name"], e["fn"]) for e in logs if e["event"] == "fuzeguard.run_killed"]
+
+
+def looped(logs: list[dict[str, Any]]) -> bool:
+    """Whether captured ``logs`` hold any loop detected or run killed."""
+    return any(e["event"] in ("fuzeguard.run_killed", "fuzeguard.loop_detected") for e in logs)
+
+
+def limit_reached(logs: list[dict[str, Any]]) -> tuple[str, int]:
+    """The one limit reached in captured ``logs``: the run's name, the call it stopped."""
+    (limit,) = [e for e in logs if e["event"] == "fuzeguard.limit_reached"]
+    return limit["run_name"], limit["call_index"]
 
 
 def script(variant: str, i: int) -> tuple[str, dict[str, Any]]:
@@ -90,18 +109,36 @@ def check_legit_answered(answer: str, calls: int, events: list[str]) -> None:
     assert not [e for e in events if e in ("fuzeguard.run_killed", "fuzeguard.loop_detected")]
 
 
-def check_model_calls_traced(tmp_path: Path, monkeypatch: Any, ended: Callable[[], str]) -> None:
+def check_model_loops(loop: Callable[..., tuple[Any, int, Any, list[dict[str, Any]]]],
+                      run_name: str) -> None:
+    """``loop(kind, **options)`` runs a ``model_loop_calls`` agent with only the integration
+    added (its answer, model calls, the ``Tally``, the logs): a batch every turn ended
+    (``check_batch_ended``), a legitimate run answered (``check_legit_answered``), and
+    ``max_model_calls=5`` ending it at the 6th call, made as the final answer's, in the
+    ``run_name`` model calls' run."""
+    answer, calls, tally, _ = loop("batch")
+    check_batch_ended(answer, calls, tally.runs)
+    answer, calls, _, logs = loop("legit")
+    check_legit_answered(answer, calls, [e["event"] for e in logs])
+    answer, calls, _, logs = loop("legit", max_model_calls=5)
+    assert answer == WRAP_UP and calls == 6
+    assert limit_reached(logs) == (run_name, 6)
+
+
+def check_model_calls_traced(tmp_path: Path, monkeypatch: Any,
+                             ended: Callable[[], str]) -> list[dict[str, Any]]:
     """``ended()`` (a ``model_loop_calls("unknown")`` agent's final answer, ``WRAP_UP``), traced
-    to a folder under ``tmp_path``: ``check_model_calls_replayed`` on it."""
+    to a folder under ``tmp_path``: ``check_model_calls_replayed`` on it (its traced calls)."""
     folder = tmp_path / "traces"
     monkeypatch.setenv("FUZE_TRACE", f"{folder}/")
     assert ended() == WRAP_UP
-    check_model_calls_replayed(folder)
+    return check_model_calls_replayed(folder)
 
 
-def check_model_calls_replayed(folder: Path) -> None:
+def check_model_calls_replayed(folder: Path) -> list[dict[str, Any]]:
     """The traces in ``folder`` of a ``model_loop_calls("unknown")`` run that was ended: its
-    rejected model calls were traced (the third killed), and ``fuze replay`` finds the kill."""
+    rejected model calls were traced (the third killed), and ``fuze replay`` finds the kill.
+    The traced model calls."""
     import subprocess
     import sys
 
@@ -115,6 +152,7 @@ def check_model_calls_replayed(folder: Path) -> None:
     done = subprocess.run([sys.executable, "-m", "fuzeguard", "replay", str(folder)],
                           capture_output=True, text=True, timeout=120)
     assert "model.rejected" in done.stdout and "dedup" in done.stdout, done.stdout + done.stderr
+    return model
 
 
 @dataclass

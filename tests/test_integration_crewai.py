@@ -143,3 +143,54 @@ def test_the_docs_example_runs_and_prints_what_the_page_shows(crewai_python: str
                           text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.rstrip().splitlines()[-1] == shown.rstrip()
+
+
+MODEL_LOOP_ANSWER = f"returned {WRAP_UP} model loop"
+
+
+@pytest.mark.parametrize("kind", ["unknown", "invalid"])
+def test_a_model_that_keeps_asking_for_a_call_that_cannot_run_is_ended_with_an_answer(
+    measured: dict[str, Any], kind: str,
+) -> None:
+    """CrewAI answers an unknown tool with "... it doesn't exist" (no tool hook sees it: the LLM
+    call is judged as rejected) and arguments the tool does not take with an error (judged as
+    the tool's call). Either way ``crew.kickoff()`` ends within 8 LLM calls with the model's
+    answer, no tool having run."""
+    found = measured[f"model loop {kind}"]
+    assert found["ended"] == MODEL_LOOP_ANSWER and found["llm calls"] <= 8 and found["runs"] == {}
+    assert found["killed"] == ([["crewai-kickoff/model", "model.rejected"]] if kind == "unknown"
+                               else [["crewai-kickoff", "search"]])
+
+
+def test_the_same_two_calls_in_turn_are_ended_at_their_third_round(measured: dict[str, Any]) -> None:
+    """A ReAct agent asks for one action per LLM call: the batch of two is two LLM calls. The 3rd
+    round is warned and ended at its 2nd call (6 actions), then the final answer's call."""
+    found = measured["model loop batch"]
+    assert found["ended"] == MODEL_LOOP_ANSWER and found["llm calls"] == 7
+    assert found["runs"] == {"tool_a": 3, "tool_b": 2}
+
+
+def test_a_legitimate_twelve_turn_run_with_distinct_calls_is_answered_normally(
+    measured: dict[str, Any],
+) -> None:
+    found = measured["model loop legit"]
+    assert found["ended"] == "returned 12 laptops compared" and found["llm calls"] == 13
+    assert not found["looped"]
+
+
+def test_max_model_calls_ends_the_agent_at_the_llm_call_after_the_limit(
+    measured: dict[str, Any],
+) -> None:
+    found = measured["model loop limit"]
+    assert found["ended"] == MODEL_LOOP_ANSWER and found["llm calls"] == 6  # the 6th: the answer's
+    assert found["limits"] == [["crewai-kickoff/model", 6]]
+    assert measured["max_model_calls=0"].startswith("max_model_calls takes a whole number of 1 or more")
+
+
+def test_a_model_loop_with_exit_behavior_error_raises_loop_detected(measured: dict[str, Any]) -> None:
+    found = measured["model loop error"]
+    assert found["ended"] == "raised _Killed (a LoopDetected)" and found["llm calls"] == 3
+
+
+def test_model_calls_are_traced_and_fuze_replay_judges_them_alike(measured: dict[str, Any]) -> None:
+    assert measured["model loop traced"] == {"ended": MODEL_LOOP_ANSWER, "replayed": "the same kill"}

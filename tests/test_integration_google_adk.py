@@ -27,7 +27,21 @@ from fuzeguard import LoopDetected
 from fuzeguard.integrations._runs import KeyedRuns
 from fuzeguard.integrations.google_adk import LoopGuardPlugin
 from tests.served import ANSWER, CONCURRENT, LEGIT, LOOPING, check_served, next_call
-from tests.stuck_agents import ACTIONS, VARIANTS, WRAP_UP, Tally, check_run, script, tools
+from tests.stuck_agents import (
+    ACTIONS,
+    LEGIT_ANSWER,
+    VARIANTS,
+    WRAP_UP,
+    Tally,
+    check_model_calls_traced,
+    check_model_loops,
+    check_run,
+    killed_runs,
+    lookup,
+    model_loop_calls,
+    script,
+    tools,
+)
 
 MAX_LLM_CALLS = 25  # RunConfig.max_llm_calls for the stuck agents (ADK's default is 500)
 
@@ -305,3 +319,93 @@ def test_parallel_calls_of_one_model_turn_take_one_step_of_the_ladder() -> None:
     assert actions == ["warn"] * 4 + ["skip"] * 3 + ["kill"]
     assert tally.total == 6 and model.turns == 5  # the 5th: asked for the final answer
     assert final is not None and final.startswith("Stopped: the agent was looping")
+
+
+class ModelLoop(BaseLlm):
+    """A model that loops without a tool ever doing anything new (``model_loop``); asked for a
+    final answer (no tool declared), it answers ``WRAP_UP``."""
+
+    model: str = "model-loop"
+    kind: str = "unknown"
+    turns: int = 0
+
+    async def generate_content_async(
+        self, llm_request: LlmRequest, stream: bool = False
+    ) -> AsyncGenerator[LlmResponse, None]:
+        self.turns += 1
+        if llm_request.config is not None and not llm_request.config.tools:
+            yield _text(WRAP_UP)
+            return
+        calls = model_loop_calls(self.kind, self.turns)
+        if not calls:
+            yield _text(LEGIT_ANSWER)
+            return
+        parts = [types.Part(function_call=types.FunctionCall(name=name, args=args, id=f"c{self.turns}-{k}"))
+                 for k, (name, args) in enumerate(calls)]
+        usage = types.GenerateContentResponseUsageMetadata(total_token_count=120)
+        yield LlmResponse(content=types.Content(role="model", parts=parts), usage_metadata=usage)
+
+
+def _model_loop(kind: str, **options: Any) -> tuple[str | None, int, Tally, list[dict[str, Any]]]:
+    """The final response, the model calls, the tool runs and the logs."""
+    tally = Tally()
+    model = ModelLoop(kind=kind)
+    agent = LlmAgent(name="shopper", model=model, tools=[*tools(tally), lookup])
+    runner = InMemoryRunner(app=App(name="shop", root_agent=agent,
+                                    plugins=[LoopGuardPlugin(**options)]))
+    with capture_logs() as logs:
+        final = asyncio.run(_ask(runner, "find me a laptop",
+                                 run_config=RunConfig(max_llm_calls=MAX_LLM_CALLS)))
+    return final, model.turns, tally, logs
+
+
+@pytest.mark.parametrize("kind", ["unknown", "invalid"])
+def test_a_model_that_keeps_asking_for_a_call_that_cannot_run_is_ended_with_an_answer(kind: str) -> None:
+    """ADK answers a tool it does not have with its own "not found" error (judged as the model
+    call's rejection), and a missing argument with an error result of the tool (judged as the
+    tool's call). Either way the invocation ends within 8 model calls with the model's answer."""
+    final, calls, tally, logs = _model_loop(kind)
+    assert final == WRAP_UP and calls <= 8 and tally.total == 0
+    assert killed_runs(logs) == ([("shopper/model", "model.rejected")] if kind == "unknown"
+                      else [("shopper", "search")])
+
+
+def test_a_batch_every_turn_a_legitimate_run_and_max_model_calls_meet_the_bar() -> None:
+    """Where ADK's ``RunConfig.max_llm_calls`` raises ``LlmCallsLimitExceededError``, the
+    plugin's ``max_model_calls`` ends the invocation with the model's final answer, asked without
+    tools."""
+    check_model_loops(_model_loop, "shopper/model")
+    with pytest.raises(ValueError, match="max_model_calls takes a whole number of 1 or more"):
+        LoopGuardPlugin(max_model_calls=0)
+
+
+def test_without_wrap_up_a_model_loop_ends_with_the_canned_answer() -> None:
+    final, calls, _, _ = _model_loop("unknown", wrap_up=False)
+    assert final is not None and final.startswith("Stopped:") and "`web_browse`" in final
+    assert calls == 3
+
+
+def test_a_model_loop_stays_available_as_loop_detected_for_the_session() -> None:
+    tally = Tally()
+    plugin = LoopGuardPlugin()
+    agent = LlmAgent(name="shopper", model=ModelLoop(kind="unknown"), tools=tools(tally))
+    runner = InMemoryRunner(app=App(name="shop", root_agent=agent, plugins=[plugin]))
+
+    async def main() -> tuple[str, str | None]:
+        session = await runner.session_service.create_session(app_name="shop", user_id="u")
+        with capture_logs():
+            return session.id, await _ask(runner, "find me a laptop", session.id)
+
+    session_id, final = asyncio.run(main())
+    error = plugin.killed(session_id)
+    assert final == WRAP_UP and isinstance(error, LoopDetected)
+    assert error.detection.fn == "model.rejected" and error.detection.message.startswith(
+        "You asked again and again for tool calls that cannot run (`web_browse`")
+    assert error.stats.name == "shopper/model" and error.stats.calls == 2 and error.stats.killed
+
+
+def test_model_calls_are_traced_with_their_tokens_and_fuze_replay_judges_them_alike(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    traced = check_model_calls_traced(tmp_path, monkeypatch, lambda: _model_loop("unknown")[0])
+    assert [line.get("cost") for line in traced[:2]] == [120.0, 120.0]  # usage_metadata's tokens

@@ -14,6 +14,7 @@ from smolagents.models import (
     MessageRole,
     Model,
 )
+from smolagents.monitoring import TokenUsage
 from structlog.testing import capture_logs
 
 import fuzeguard
@@ -21,11 +22,17 @@ from fuzeguard import LoopDetected
 from fuzeguard.integrations.smolagents import LoopGuard, guarded_tool, stop_on_kill
 from tests.stuck_agents import (
     ACTIONS,
+    LEGIT_ANSWER,
     VARIANTS,
     WRAP_UP,
     Behaviour,
     Tally,
     check,
+    check_model_calls_traced,
+    check_model_loops,
+    killed_runs,
+    lookup,
+    model_loop_calls,
     script,
     short,
     tools,
@@ -262,3 +269,78 @@ def test_tool_subclasses_and_managed_agents_are_guarded_and_the_originals_untouc
     with capture_logs():
         answer = worker.run("TASK: loop")
     assert answer == WRAP_UP and len(ran) == 1 + 4  # the worker's loop, ended
+
+
+class ModelLoop(Model):
+    """A model that loops without a tool ever doing anything new (``model_loop``; its answer
+    through smolagents' ``final_answer`` tool); asked for a final answer (no tool offered), it
+    answers ``WRAP_UP``; ``text`` answers with the same text every step (not a tool call)."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__(model_id="model-loop")
+        self.kind = kind
+        self.turns = 0
+
+    def generate(self, messages: list[Any], stop_sequences: Any = None, response_format: Any = None,
+                 tools_to_call_from: Any = None, **kwargs: Any) -> ChatMessage:
+        self.turns += 1
+        last = messages[-1]
+        content = last["content"] if isinstance(last, dict) else last.content
+        if "[fuzeguard] Your tool calls were stopped" in str(content):  # asked for a final answer
+            return ChatMessage(role=MessageRole.ASSISTANT, content=WRAP_UP)
+        usage = TokenUsage(input_tokens=100, output_tokens=20)
+        if self.kind == "text":
+            return ChatMessage(role=MessageRole.ASSISTANT, content="Let me think about laptops.",
+                               token_usage=usage)
+        calls = model_loop_calls(self.kind, self.turns) or [("final_answer", {"answer": LEGIT_ANSWER})]
+        asked = [ChatMessageToolCall(id=f"c{self.turns}-{k}", type="function",
+                                     function=ChatMessageToolCallFunction(name=name, arguments=args))
+                 for k, (name, args) in enumerate(calls)]
+        return ChatMessage(role=MessageRole.ASSISTANT, content="", tool_calls=asked, token_usage=usage)
+
+
+def _model_loop(kind: str, *, code: bool = False, **options: Any,
+                ) -> tuple[Any, int, Tally, list[dict[str, Any]]]:
+    """The run's answer, the model calls, the tool runs and the logs."""
+    from smolagents import CodeAgent
+    from smolagents import tool as smol_tool
+
+    tally = Tally()
+    model = ModelLoop(kind)
+    agent = (CodeAgent if code else ToolCallingAgent)(
+        tools=[smol_tool(f) for f in [*tools(tally), lookup]], model=model, verbosity_level=0,
+        max_steps=30)
+    LoopGuard(**options).protect(agent)
+    with capture_logs() as logs:
+        answer = agent.run("find me a laptop")
+    return answer, model.turns, tally, logs
+
+
+@pytest.mark.parametrize(("kind", "code"), [("unknown", False), ("invalid", False), ("text", False),
+                                           ("text", True)])
+def test_a_model_that_keeps_asking_for_a_call_that_cannot_run_is_ended_with_an_answer(
+    kind: str, code: bool,
+) -> None:
+    """smolagents answers an unknown tool (``AgentToolExecutionError``), arguments the tool does
+    not take (``AgentToolCallError``, before the tool runs) and a text it cannot parse as a call
+    (``AgentParsingError``; a ``CodeAgent``'s text without code too) with an error the model
+    reads next step, until ``max_steps``: each such step is a rejected model call, and the run
+    ends within 8 model calls with the model's own final answer."""
+    answer, calls, tally, logs = _model_loop(kind, code=code)
+    assert answer == WRAP_UP and calls <= 8 and tally.total == 0
+    assert killed_runs(logs) == [("smolagents-run/model", "model.rejected")]
+
+
+def test_a_batch_every_turn_a_legitimate_run_and_max_model_calls_meet_the_bar() -> None:
+    """smolagents' ``max_steps`` asks for a final answer too; ``max_model_calls`` ends the run
+    after the step that reaches it, before the next model call."""
+    check_model_loops(_model_loop, "smolagents-run/model")
+    with pytest.raises(ValueError, match="max_model_calls takes a whole number of 1 or more"):
+        LoopGuard(max_model_calls=True)  # type: ignore[arg-type]
+
+
+def test_model_calls_are_traced_with_their_tokens_and_fuze_replay_judges_them_alike(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    traced = check_model_calls_traced(tmp_path, monkeypatch, lambda: _model_loop("unknown")[0])
+    assert [line.get("cost") for line in traced[:2]] == [120.0, 120.0]  # token_usage's total

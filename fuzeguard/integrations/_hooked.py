@@ -20,6 +20,7 @@ from collections.abc import Hashable, Mapping
 from typing import Any
 
 from fuzeguard._private.forksafe import new_lock
+from fuzeguard._private.records import Detection
 from fuzeguard._private.run import Run, current_run, make_current, restore_current
 from fuzeguard.integrations._calls import Outcome, ToolCalls
 from fuzeguard.integrations._runs import _opened, new_run, user_run, within
@@ -29,9 +30,11 @@ _MAX_IN_FLIGHT = 1024  # calls of one invocation whose end never came (cancelled
 
 
 class Invocation:
-    """One invocation under way: its run, and its calls that went ahead and have not ended."""
+    """One invocation under way: its run, its calls that went ahead and have not ended, and,
+    for an integration that records its model calls (``_model_calls``), the tools its last model
+    call was offered and the detection of a model call that ends it."""
 
-    __slots__ = ("_tokens", "in_flight", "owned", "parent", "run")
+    __slots__ = ("_tokens", "ended", "in_flight", "offered", "owned", "parent", "run")
 
     def __init__(self, run: Run, owned: bool = False, enter: bool = True,
                  parent: Run | None = None) -> None:
@@ -40,6 +43,8 @@ class Invocation:
         self.parent = parent  # the run of the invocation the framework said this one is inside
         self._tokens: tuple[Any, Any] | None = None
         self.in_flight: OrderedDict[Hashable, Outcome] = OrderedDict()
+        self.offered: frozenset[str] | None = None  # None: not known
+        self.ended: Detection | None = None
         if owned and enter:  # current in this context until its end
             self._tokens = (_opened.set(run), make_current(run))
 

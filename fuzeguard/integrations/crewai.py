@@ -16,6 +16,19 @@ whose ``raw`` is that answer; ``exit_behavior="error"`` raises the kill's ``Loop
 ``kickoff()`` instead. ``guard.kickoff(crew, ...)`` / ``await guard.kickoff_async(crew, ...)``
 run a kickoff in a run of their own and end the same way.
 
+Model calls (``_model_calls``): ``after_llm_call`` records each LLM call of an agent that
+answers in text (CrewAI's ReAct format), read as CrewAI reads it, in the kickoff's
+``"NAME/model"`` run: its action (tool name and input), else a digest of its text. An action
+naming a tool the agent does not have (CrewAI answers it with "You tried to use the tool ...,
+but it doesn't exist", and no tool hook sees it) is a rejected call: the same one again ends the
+agent as a kill does (its next LLM call is the final answer's). CrewAI takes an output it
+cannot parse as the final answer, so a text never loops. ``max_model_calls`` (off by default;
+CrewAI's own ``max_iter`` forces a final answer too) makes the LLM call past the limit the
+final answer's. Not recorded: token usage (the hooks are given none), and the responses of an
+LLM with native function calling that ask for tools (CrewAI does not pass such a response to
+``after_llm_call`` hooks; their calls are judged by the tool hooks). With several guards
+registered, each records the model calls in its own model calls' run.
+
 Each kickoff is a run of its own: the one ``guard.kickoff`` opens, else one kept for the crew
 (started afresh at each of its kickoffs); a ``fuzeguard.run()`` current at the kickoff wins.
 Hooks are process-wide in CrewAI: ``unregister()`` removes them, and when several guards are
@@ -26,10 +39,12 @@ Install with ``pip install 'fuzeguard[crewai]'``.
 
 from __future__ import annotations
 
+import json
 import weakref
 from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
+from crewai.agents.parser import AgentAction
 from crewai.hooks import (
     register_after_llm_call_hook,
     register_after_tool_call_hook,
@@ -41,9 +56,12 @@ from crewai.hooks import (
     unregister_before_tool_call_hook,
 )
 from crewai.hooks.dispatch import HookAborted
+from crewai.utilities.agent_utils import format_answer
+from crewai.utilities.string_utils import sanitize_tool_name
 
 from fuzeguard._private.exceptions import LoopDetected
 from fuzeguard._private.forksafe import new_lock
+from fuzeguard._private.records import Detection
 from fuzeguard._private.run import Run
 from fuzeguard.integrations._calls import (
     ExitBehavior,
@@ -55,6 +73,7 @@ from fuzeguard.integrations._calls import (
     wrap_up_request,
 )
 from fuzeguard.integrations._calls import exit_behavior as exit_behavior_of
+from fuzeguard.integrations._model_calls import ModelCalls
 from fuzeguard.integrations._runs import InvocationRuns, invocation, open_run, user_run, within
 from fuzeguard.integrations._wrap_up import WrapUp
 
@@ -66,22 +85,26 @@ if TYPE_CHECKING:
 _MAX_IN_FLIGHT = 1024
 # Calls being judged, by id of their tool_input dict (shared by every hook of one call): the guard
 # that judges each, so that a second registered guard leaves it alone.
-_claims: OrderedDict[int, tuple[Any, LoopGuard, Outcome | None]] = OrderedDict()
+_claims: OrderedDict[int, tuple[Any, LoopGuard, Outcome | Detection | None]] = OrderedDict()
 _claims_lock = new_lock()
 
 
 class LoopGuard:
     """Guard every CrewAI tool call against loops. Options are those of ``guard()`` (``on_loop``,
     thresholds, ``on_detect``...), applied to each tool by its name, plus ``exit_behavior`` and
-    ``wrap_up`` (how a kill ends the agent, see the module docstring). Don't also ``guard()`` the
-    tools' functions: each call would count twice (and CrewAI's cache hides repeats from them)."""
+    ``wrap_up`` (how a kill ends the agent, see the module docstring) and ``max_model_calls``.
+    Don't also ``guard()`` the tools' functions: each call would count twice (and CrewAI's cache
+    hides repeats from them)."""
 
     def __init__(self, *, exit_behavior: ExitBehavior = "end", wrap_up: bool = True,
-                 **options: Unpack[ToolOptions]) -> None:
+                 max_model_calls: int | None = None, **options: Unpack[ToolOptions]) -> None:
         self.exit_behavior = exit_behavior_of(exit_behavior)
         self.wrap_up = WrapUp(wrap_up)  # CrewAI makes the call: its own timeout holds
+        self.model_calls = ModelCalls(max_model_calls)
         self.calls = ToolCalls(**options)
         self.runs = InvocationRuns()
+        # The runs a model call ended (a repeated rejection, max_model_calls): as a kill.
+        self._ended: weakref.WeakKeyDictionary[Run, Detection] = weakref.WeakKeyDictionary()
 
     def register(self) -> LoopGuard:
         """Add the hooks (process-wide, as CrewAI's hooks are); returns ``self``."""
@@ -105,7 +128,9 @@ class LoopGuard:
             try:
                 return crew.kickoff(**kwargs)
             except Exception as exc:
-                return self._ended(run, exc)
+                return self._raised(run, exc)
+            finally:
+                self.model_calls.close(run)
 
     async def kickoff_async(self, crew: Any, **kwargs: Any) -> Any:
         """``await crew.kickoff_async(**kwargs)`` in a run of its own, like ``kickoff``."""
@@ -113,18 +138,28 @@ class LoopGuard:
             try:
                 return await crew.kickoff_async(**kwargs)
             except Exception as exc:
-                return self._ended(run, exc)
+                return self._raised(run, exc)
+            finally:
+                self.model_calls.close(run)
 
-    def _ended(self, run: Run, error: Exception) -> Any:
+    def _raised(self, run: Run, error: Exception) -> Any:
         """What a kickoff that raised gives: the final answer when the run was killed."""
-        detection = run.killed
+        detection = self._detection(run)
         if detection is None:
             raise error
         if self.exit_behavior == "error":
-            raise LoopDetected(detection, run.stats()) from error
+            raise LoopDetected(detection, self._judged(run).stats()) from error
         from crewai.crews.crew_output import CrewOutput
 
         return CrewOutput(raw=final_answer(detection))
+
+    def _detection(self, run: Run) -> Detection | None:
+        """What ended ``run``'s agent: its kill, or a model call's detection; else None."""
+        return run.killed or self._ended.get(run)
+
+    def _judged(self, run: Run) -> Run:
+        """The run whose detection ended ``run``'s agent: itself, or its model calls' run."""
+        return run if run.killed is not None else self.model_calls.run_of(run)
 
     def _run_of(self, context: Any, *, create: bool = True) -> Run | None:
         """The run of the kickoff a hook's context belongs to (see the module docstring)."""
@@ -153,6 +188,9 @@ class LoopGuard:
         def fresh(inputs: Any) -> Any:
             found = owner()
             if found is not None:
+                kept = self.runs.find(found)
+                if kept is not None:
+                    self.model_calls.close(kept)
                 self.runs.end(found)
             return inputs
 
@@ -168,7 +206,10 @@ class LoopGuard:
             if claim is not None and claim[0] is context.tool_input and claim[1] is not self:
                 return None  # another guard judges this call
         run = self._run_of(context)
-        if run is None:
+        ended = None if run is None else self._ended.get(run)
+        if ended is not None:  # a model call ended the agent: no tool runs
+            outcome: Outcome | Detection = ended
+        elif run is None:
             outcome = self.calls.begin(context.tool_name, context.tool_input)
         else:
             with within(run):
@@ -178,7 +219,7 @@ class LoopGuard:
             _claims[key] = (context.tool_input, self, outcome)
             while len(_claims) > _MAX_IN_FLIGHT:
                 _claims.popitem(last=False)
-        return None if outcome.runs else False
+        return None if isinstance(outcome, Outcome) and outcome.runs else False
 
     def after_tool_call(self, context: Any) -> str | None:
         with _claims_lock:
@@ -188,6 +229,8 @@ class LoopGuard:
             del _claims[id(context.tool_input)]
         outcome = claim[2]
         assert outcome is not None
+        if isinstance(outcome, Detection):
+            return stop_message(outcome)
         if outcome.skipped is not None:
             value = outcome.skipped.value
             return value if isinstance(value, str) else str(value)
@@ -201,16 +244,21 @@ class LoopGuard:
         return noted if noted is not text else None
 
     def before_llm_call(self, context: Any) -> bool | None:
-        run = self._run_of(context, create=False)
+        run = self._run_of(context, create=self.model_calls.max_model_calls is not None)
         if run is None:
             return None
-        detection = run.killed
+        detection = self._detection(run)
+        if detection is None:
+            detection = self.model_calls.over_limit(run)
+            if detection is not None:
+                self._ended[run] = detection
         if detection is None:
             if user_run() is None:
                 run.end_turn()  # a model turn of a run the guard keeps: the ladder steps per turn
             return None
         if self.exit_behavior == "error":
-            raise _Killed(detection, run.stats(), run)  # HookAborted: CrewAI lets it through
+            judged = self._judged(run)  # HookAborted: CrewAI lets it through
+            raise _Killed(detection, judged.stats(), judged)
         request = wrap_up_request(detection)
         messages = context.messages
         if messages and _text(messages[-1]) == request:
@@ -221,11 +269,17 @@ class LoopGuard:
         return None
 
     def after_llm_call(self, context: Any) -> str | None:
-        """The reply to the request for a final answer becomes the task's final answer."""
+        """The reply to the request for a final answer becomes the task's final answer; any
+        other reply is recorded as a model call."""
         messages = context.messages
-        run = self._run_of(context, create=False) if messages else None
-        detection = None if run is None else run.killed
-        if detection is None or _text(messages[-1]) != wrap_up_request(detection):
+        run = self._run_of(context) if messages else None
+        if run is None:
+            return None
+        detection = self._detection(run)
+        if detection is None:
+            self._record(run, context)
+            return None
+        if _text(messages[-1]) != wrap_up_request(detection):
             return None
         reply = context.response if isinstance(context.response, str) else ""
         asked_for_tool = "Action:" in reply and "Final Answer:" not in reply
@@ -235,6 +289,22 @@ class LoopGuard:
             answer = final_answer(detection)
         native = getattr(getattr(context.executor, "state", None), "use_native_tools", False)
         return answer if native is True else f"Thought: I must stop here.\nFinal Answer: {answer}"
+
+
+    def _record(self, run: Run, context: Any) -> None:
+        """Record the LLM call (``_model_calls``); one that ends the agent ends it as a kill."""
+        response = context.response
+        if not isinstance(response, str):
+            return
+        calls = _asked(response)
+        tools = getattr(context.executor, "tools", None)
+        offered = {sanitize_tool_name(t.name) for t in tools} if isinstance(tools, list) else None
+        rejected = offered is not None and any(
+            sanitize_tool_name(name) not in offered for name, _ in calls)
+        detection = self.model_calls.record(
+            run, calls, None if calls else response, rejected=rejected, final=not calls)
+        if detection is not None:
+            self._ended[run] = detection
 
 
 class _Killed(HookAborted, LoopDetected):  # type: ignore[misc]  # HookAborted is Any here
@@ -249,3 +319,16 @@ class _Killed(HookAborted, LoopDetected):  # type: ignore[misc]  # HookAborted i
 
 def _text(message: Any) -> Any:
     return message.get("content") if isinstance(message, dict) else None
+
+
+def _asked(response: str) -> list[tuple[str, Any]]:
+    """The action of a ReAct ``response`` as CrewAI reads it (tool name, input); none when
+    CrewAI takes it as the final answer (as it takes an output it cannot parse)."""
+    parsed = format_answer(response)
+    if not isinstance(parsed, AgentAction):
+        return []
+    try:
+        arguments: Any = json.loads(parsed.tool_input)
+    except ValueError:
+        arguments = parsed.tool_input
+    return [(parsed.tool, arguments)]

@@ -20,6 +20,20 @@ agent called through ``AgentTool`` gets a child run.
   in a plugin in a ``RuntimeError``, so the plugin does not raise it).
 
 Each model call ends a turn of a run the invocation opened (the ladder steps once per turn).
+
+Model calls (``_model_calls``): ``after_model_callback`` records each model response (not a
+streamed partial one) in the invocation's ``"NAME/model"`` run: its function calls, else a
+digest of its text, and ``usage_metadata.total_token_count`` as its cost. A call that names a
+tool the agent was not offered in that request is recorded as rejected: ADK answers it with its
+own "Tool '...' not found" error (the tool is not judged a second time as a tool call), and the
+same rejected call again ends the invocation as a kill does: its calls are answered with the
+stop message and the next model call is the final answer's. ``max_model_calls`` (off by
+default; ADK's own ``RunConfig.max_llm_calls`` raises ``LlmCallsLimitExceededError`` instead)
+ends the invocation in ``before_model_callback`` instead of the call past the limit, which is
+made as the final answer's. Not judged as model calls: arguments a tool does not take (ADK's
+``FunctionTool`` answers a missing argument with an error result, judged as that tool's call:
+the same call failing the same way ends the run as a tool loop), and text answers (ADK takes a
+response without function calls as the final one, so text never repeats within an invocation).
 Install with ``pip install 'fuzeguard[google-adk]'``.
 """
 
@@ -47,6 +61,7 @@ from fuzeguard.integrations._calls import (
     wrap_up_request,
 )
 from fuzeguard.integrations._hooked import Invocations
+from fuzeguard.integrations._model_calls import ModelCalls
 from fuzeguard.integrations._wrap_up import WrapUp
 
 if TYPE_CHECKING:
@@ -62,13 +77,15 @@ class LoopGuardPlugin(BasePlugin):
 
     Options are those of ``guard()`` (``on_loop``, thresholds, ``on_detect``...), applied to each
     tool by its name (``[functions.NAME]`` in fuze.toml applies too), plus ``wrap_up`` (see the
-    module docstring). Don't also ``guard()`` the tools' functions: each call would count twice.
+    module docstring) and ``max_model_calls`` (a whole number, or None: no limit). Don't also
+    ``guard()`` the tools' functions: each call would count twice.
     """
 
     def __init__(self, *, name: str = "fuzeguard", wrap_up: bool = True,
-                 **options: Unpack[ToolOptions]) -> None:
+                 max_model_calls: int | None = None, **options: Unpack[ToolOptions]) -> None:
         super().__init__(name)
         self.wrap_up = WrapUp(wrap_up)  # ADK makes the call: the model's timeout holds
+        self.model_calls = ModelCalls(max_model_calls)
         self.calls = ToolCalls(**options)
         self._invocations = Invocations()
         self._killed: OrderedDict[str, LoopDetected] = OrderedDict()
@@ -90,12 +107,18 @@ class LoopGuardPlugin(BasePlugin):
         return None
 
     async def after_run_callback(self, *, invocation_context: InvocationContext) -> None:
-        self._invocations.end(invocation_context.invocation_id)
+        self._end(invocation_context.invocation_id)
 
     async def on_run_error_callback(
         self, *, invocation_context: InvocationContext, error: Exception
     ) -> None:
-        self._invocations.end(invocation_context.invocation_id)
+        self._end(invocation_context.invocation_id)
+
+    def _end(self, invocation_id: str) -> None:
+        invocation = self._invocations.find(invocation_id)
+        if invocation is not None:
+            self.model_calls.close(invocation.run)
+        self._invocations.end(invocation_id)
 
     # ------------------------------------------------------------------ tool calls
 
@@ -103,6 +126,10 @@ class LoopGuardPlugin(BasePlugin):
         self, *, tool: BaseTool, tool_args: dict[str, Any], tool_context: ToolContext
     ) -> dict[str, Any] | None:
         invocation = self._invocations.get(tool_context.invocation_id)
+        if invocation.ended is not None:  # a model call ended the invocation
+            return {"error": stop_message(invocation.ended)}
+        if invocation.offered is not None and tool.name not in invocation.offered:
+            return None  # rejected by ADK ("not found"), judged as the model call it came in
         outcome = invocation.begin(self.calls, tool.name, tool_args, tool_context.function_call_id)
         if outcome.skipped is not None:
             return {"result": outcome.skipped.value}
@@ -156,16 +183,21 @@ class LoopGuardPlugin(BasePlugin):
     async def before_model_callback(
         self, *, callback_context: CallbackContext, llm_request: LlmRequest
     ) -> LlmResponse | None:
-        """A new model turn; after a kill, the final answer instead of asking the model."""
+        """A new model turn; after a kill (or ``max_model_calls`` reached), the final answer
+        instead of asking the model."""
         invocation = self._invocations.get(callback_context.invocation_id)
+        invocation.offered = frozenset(llm_request.tools_dict)
         run = invocation.run
-        detection = run.killed
+        detection = run.killed or invocation.ended
+        if detection is None:
+            detection = invocation.ended = self.model_calls.over_limit(run)
         if detection is None:
             if invocation.owned:  # the model turns of a run the invocation opened
                 run.end_turn()
             return None
+        judged = run if run.killed is not None else self.model_calls.run_of(run)
         with self._lock:
-            self._killed[callback_context.session.id] = LoopDetected(detection, run.stats())
+            self._killed[callback_context.session.id] = LoopDetected(detection, judged.stats())
             while len(self._killed) > _MAX_KILLED:
                 self._killed.popitem(last=False)
         if self.wrap_up.wanted(detection) and self._wrapping(callback_context.invocation_id):
@@ -182,3 +214,28 @@ class LoopGuardPlugin(BasePlugin):
             content=types.Content(role="model", parts=[types.Part(text=final_answer(detection))]),
             turn_complete=True,
         )
+
+    async def after_model_callback(
+        self, *, callback_context: CallbackContext, llm_response: LlmResponse
+    ) -> LlmResponse | None:
+        """Record the model call (``_model_calls``); one that ends the invocation is kept, its
+        calls answered with the stop message, and the next model call is the final answer's."""
+        content = llm_response.content
+        if llm_response.partial or content is None:
+            return None
+        invocation = self._invocations.get(callback_context.invocation_id)
+        run = invocation.run
+        if run.killed is not None or invocation.ended is not None:
+            return None  # the final answer's call
+        parts = content.parts or []
+        calls = [(part.function_call.name or "", dict(part.function_call.args or {}))
+                 for part in parts if part.function_call is not None]
+        text = "".join(part.text for part in parts if part.text and not part.thought)
+        offered = invocation.offered
+        usage = llm_response.usage_metadata
+        invocation.ended = self.model_calls.record(
+            run, calls, None if calls else text,
+            rejected=offered is not None and any(name not in offered for name, _ in calls),
+            final=not calls, tokens=usage.total_token_count if usage is not None else None,
+        )
+        return None

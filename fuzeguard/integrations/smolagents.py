@@ -21,6 +21,19 @@ as at ``max_steps``: the agent's memory and no tool), with the detection's messa
 conversation one run: ``with conversations.run_for(conversation_id): agent.run(...)``
 (``fuzeguard.integrations.KeyedRuns``).
 
+Model calls (``_model_calls``): each agent step (``ActionStep``) is a model call, recorded by
+the step callback in the invocation's ``"NAME/model"`` run: the tool calls of its
+``model_output_message`` (a ``CodeAgent``'s: its code, as ``python_interpreter``), else a digest
+of its text, and ``token_usage.total_tokens`` as its cost. A step whose ``error`` says the tool
+does not exist (``AgentToolExecutionError`` "Unknown tool"), the arguments are not the tool's
+(``AgentToolCallError``: smolagents checks them before the tool runs, so the guarded tool never
+sees them) or the output cannot be parsed (``AgentParsingError``) is a rejected call; a text
+that is neither final nor rejected is ``model.text``. The same rejected call again ends the run
+after that step as a kill does (the model's final answer; a streamed run's is the canned one).
+``max_model_calls`` (off by default; smolagents' own ``max_steps`` asks for a final answer too)
+ends the run the same way after the step that reaches it, before the next model call. Not
+recorded: planning steps (``planning_interval``).
+
 Older: ``guarded_tool(fn)`` is ``smolagents.tool(guard(fn))``, and ``stop_on_kill`` is a step
 callback that raises ``LoopDetected`` once the current run is killed.
 
@@ -36,6 +49,12 @@ from typing import TYPE_CHECKING, Any
 
 from smolagents import Tool, tool
 from smolagents.memory import ActionStep, FinalAnswerStep
+from smolagents.utils import (
+    AgentMaxStepsError,
+    AgentParsingError,
+    AgentToolCallError,
+    AgentToolExecutionError,
+)
 
 from fuzeguard._private.exceptions import LoopDetected
 from fuzeguard._private.guard import guard
@@ -50,6 +69,7 @@ from fuzeguard.integrations._calls import (
     wrap_up_request,
 )
 from fuzeguard.integrations._calls import exit_behavior as exit_behavior_of
+from fuzeguard.integrations._model_calls import ModelCalls
 from fuzeguard.integrations._runs import invocation, new_run, user_run, within
 from fuzeguard.integrations._wrap_up import DEFAULT_TIMEOUT, WrapUp, answer
 
@@ -65,14 +85,16 @@ class LoopGuard:
     """Guard every tool of smolagents agents against loops (``protect(agent)``).
 
     Options are those of ``guard()`` (``on_loop``, thresholds, ``on_detect``...), applied to each
-    tool by its name, plus ``exit_behavior``, ``wrap_up`` and ``wrap_up_timeout``. Don't also
-    ``guard()`` the tools' functions: each call would count twice.
+    tool by its name, plus ``exit_behavior``, ``wrap_up``, ``wrap_up_timeout`` and
+    ``max_model_calls``. Don't also ``guard()`` the tools' functions: each call would count twice.
     """
 
     def __init__(self, *, exit_behavior: ExitBehavior = "end", wrap_up: bool = True,
-                 wrap_up_timeout: float = DEFAULT_TIMEOUT, **options: Unpack[ToolOptions]) -> None:
+                 wrap_up_timeout: float = DEFAULT_TIMEOUT, max_model_calls: int | None = None,
+                 **options: Unpack[ToolOptions]) -> None:
         self.exit_behavior = exit_behavior_of(exit_behavior)
         self.wrap_up = WrapUp(wrap_up, wrap_up_timeout)
+        self.model_calls = ModelCalls(max_model_calls)
         self.calls = ToolCalls(**options)
 
     def protect(self, agent: Any) -> Any:
@@ -87,7 +109,7 @@ class LoopGuard:
                 agent.tools[name] = self._tool(found, box, notes)
         for managed in getattr(agent, "managed_agents", {}).values():
             self.protect(managed)
-        agent.step_callbacks.register(ActionStep, _after_step(box, notes))
+        agent.step_callbacks.register(ActionStep, _after_step(box, notes, self.model_calls))
         agent.run = self._run(agent.run, box, getattr(agent, "name", None) or "smolagents-run")
         return agent
 
@@ -141,6 +163,7 @@ class LoopGuard:
                     return guard_self._final(getattr(run_agent, "__self__", None), exc.detection)
                 finally:
                     box[0] = previous
+                    guard_self.model_calls.close(current)
 
         return run
 
@@ -185,6 +208,7 @@ class LoopGuard:
                 yield step
         finally:
             box[0] = None
+            self.model_calls.close(current)
             if mine is None:
                 current.close()
 
@@ -196,9 +220,10 @@ def _new_turn(run: Run) -> None:
         run.end_turn()
 
 
-def _after_step(box: list[Run | None], notes: list[str]) -> Callable[..., None]:
+def _after_step(box: list[Run | None], notes: list[str], model_calls: ModelCalls) -> Callable[..., None]:
     """The step callback: the notes that came with results that are not text go into the step's
-    observations (what the model reads of the step next); a killed run ends the agent's run."""
+    observations (what the model reads of the step next); the step's model call is recorded; a
+    killed run, or a model call that ends it, ends the agent's run."""
 
     def stop(step: Any, agent: Any = None) -> None:
         if notes:
@@ -212,9 +237,37 @@ def _after_step(box: list[Run | None], notes: list[str]) -> Callable[..., None]:
         detection = run.killed
         if detection is not None:
             raise LoopDetected(detection, run.stats())
+        detection = _model_call(model_calls, run, step)
+        if detection is not None:
+            raise LoopDetected(detection, model_calls.run_of(run).stats())
         _new_turn(run)
 
     return stop
+
+
+def _model_call(model_calls: ModelCalls, run: Run, step: Any) -> Detection | None:
+    """Record the model call of ``step`` (``_model_calls``): the detection that ends the agent's
+    run after it (a repeated rejection, or ``max_model_calls`` reached), or None."""
+    message = getattr(step, "model_output_message", None)
+    if message is None or step.is_final_answer or isinstance(step.error, AgentMaxStepsError):
+        return None  # no model call of its own, or the run ends with it anyway
+    asked = message.tool_calls or []
+    calls = [(call.function.name, call.function.arguments) for call in asked] or [
+        (call.name, call.arguments) for call in step.tool_calls or []]
+    text = message.content if isinstance(message.content, str) else str(step.model_output or "")
+    usage = step.token_usage
+    return model_calls.record(
+        run, calls, None if calls else text, rejected=_rejected(step.error), final=False,
+        tokens=usage.total_tokens if usage is not None else None,
+    ) or model_calls.over_limit(run)
+
+
+def _rejected(error: Any) -> bool:
+    """Whether a step's ``error`` says smolagents refused what the model asked for: a tool that
+    does not exist, arguments the tool does not take, an output it cannot parse."""
+    if isinstance(error, (AgentParsingError, AgentToolCallError)):
+        return True
+    return isinstance(error, AgentToolExecutionError) and str(error).startswith("Unknown tool ")
 
 
 def stop_on_kill(step: Any, agent: Any = None) -> None:
