@@ -10,6 +10,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from fuzeguard._private.run import Run
+from fuzeguard.integrations._calls import final_answer
 from fuzeguard.integrations._model_calls import ModelCalls, asked
 
 
@@ -73,3 +74,12 @@ def test_a_model_call_is_recorded_with_its_calls_in_order_or_a_digest_of_its_tex
     assert asked([("a", {"x": 1}), ("b", {})], None) == {"calls": ['a({"x": 1})', "b({})"]}
     assert asked([], "same  ") == asked([], "same") != asked([], "other")
     assert set(asked([], "secret text")) == {"text"} and "secret" not in asked([], "secret")["text"]
+
+
+def test_the_canned_answer_of_a_model_loop_names_the_model_call_it_was_ended_at() -> None:
+    calls, run = ModelCalls(), Run("agent", store=None)
+    found = _record(calls, run, 3, calls=[("web_browse", {"url": "x"})], text=None, rejected=True,
+                    final=False)
+    assert found[2] is not None
+    assert final_answer(found[2]).startswith(
+        "Stopped: the agent was looping (dedup at model call 3, `model.rejected`).")

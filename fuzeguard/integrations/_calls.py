@@ -145,8 +145,9 @@ def with_notes(result: Any, outcome: Outcome) -> Any:
 
 def final_answer(detection: Detection) -> str:
     """The final answer of an agent ended by a kill (what the application shows its user)."""
+    what = "model call" if detection.fn.split(".")[0] == "model" else "tool call"
     return (
-        f"Stopped: the agent was looping ({detection.layer} at tool call {detection.call_index}, "
+        f"Stopped: the agent was looping ({detection.layer} at {what} {detection.call_index}, "
         f"`{detection.fn}`). {detection.message}"
     )
 
