@@ -60,6 +60,7 @@ from fuzeguard.integrations._calls import (
 from fuzeguard.integrations._model_calls import ModelCalls
 from fuzeguard.integrations._runs import MAX_KEYED_RUNS, new_run, user_run, within
 from fuzeguard.integrations._wrap_up import DEFAULT_TIMEOUT, WrapUp, answer
+from fuzeguard.integrations.langchain_inner import InnerAgents
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -100,6 +101,7 @@ class LoopGuardMiddleware(AgentMiddleware):
         self.calls = ToolCalls(**options)
         self._runs: OrderedDict[str, Run] = OrderedDict()  # the invocations under way, by id
         self._guarded_twice = GuardedTwice("LoopGuardMiddleware")
+        self._inner = InnerAgents(self.calls)  # agents a tool invokes without a middleware
         self._lock = new_lock()
 
     state_schema = GuardState
@@ -152,9 +154,15 @@ class LoopGuardMiddleware(AgentMiddleware):
                     return handler(request)
                 except LoopDetected as exc:
                     return self._answer(call, Outcome(killed=exc))
-            outcome, result = self.calls.call(
-                call["name"], call.get("args"), lambda: handler(request), shown=_shown
-            )
+            with self._inner.watching(request, current_run(), _shown) as inner:
+                try:
+                    outcome, result = self.calls.call(
+                        call["name"], call.get("args"), lambda: handler(request), shown=_shown
+                    )
+                except LoopDetected as exc:
+                    if exc is not inner.stopped:
+                        raise
+                    return _inner_stopped(call, exc)
         return _noted(result, outcome) if outcome.runs else self._answer(call, outcome)
 
     async def awrap_tool_call(
@@ -167,9 +175,15 @@ class LoopGuardMiddleware(AgentMiddleware):
                     return await handler(request)
                 except LoopDetected as exc:
                     return self._answer(call, Outcome(killed=exc))
-            outcome, result = await self.calls.acall(
-                call["name"], call.get("args"), lambda: handler(request), shown=_shown
-            )
+            with self._inner.watching(request, current_run(), _shown) as inner:
+                try:
+                    outcome, result = await self.calls.acall(
+                        call["name"], call.get("args"), lambda: handler(request), shown=_shown
+                    )
+                except LoopDetected as exc:
+                    if exc is not inner.stopped:
+                        raise
+                    return _inner_stopped(call, exc)
         return _noted(result, outcome) if outcome.runs else self._answer(call, outcome)
 
     def _answer(self, call: Any, outcome: Outcome) -> ToolMessage:
@@ -296,6 +310,13 @@ class LoopGuardMiddleware(AgentMiddleware):
                     raise LoopDetected(detection, run.stats())
                 return detection
         return None
+
+
+def _inner_stopped(call: Any, stopped: LoopDetected) -> ToolMessage:
+    """The answer to a tool call whose inner agent a loop ended (``langchain_inner``): the
+    inner agent's stop message, which the outer model reads as the tool's result."""
+    return ToolMessage(content=final_message(stopped.detection), tool_call_id=call["id"],
+                       name=call["name"], status="error", artifact={_MARK: "inner"})
 
 
 def _last_ai(response: Any) -> AIMessage | None:

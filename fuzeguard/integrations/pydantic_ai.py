@@ -64,6 +64,7 @@ from fuzeguard.integrations._calls import exit_behavior as exit_behavior_of
 from fuzeguard.integrations._model_calls import ModelCalls
 from fuzeguard.integrations._runs import InvocationRuns, invocation, invocation_run, open_run, within
 from fuzeguard.integrations._wrap_up import DEFAULT_TIMEOUT, WrapUp, answer
+from fuzeguard.integrations.pydantic_ai_inner import InnerAgents, guarded_here
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -78,10 +79,12 @@ class LoopGuardToolset(WrapperToolset[Any]):
 
     calls: ToolCalls = field(default_factory=ToolCalls)
     runs: InvocationRuns = field(default_factory=InvocationRuns)
+    inner: InnerAgents = field(default_factory=InnerAgents)  # agents a tool runs unguarded
 
     async def call_tool(
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
     ) -> Any:
+        guarded_here()  # a tool of a guarded agent: an agent a tool of another runs is guarded
         if open_run() is None:  # neither the user's run nor LoopGuard's: the run's own
             with within(self.runs.kept(ctx.usage, "pydantic-ai-run")):
                 return await self._call(name, tool_args, ctx, tool)
@@ -93,9 +96,10 @@ class LoopGuardToolset(WrapperToolset[Any]):
         if guarded(_function(tool)):
             # Judged once, by the function's own guard: its kill ends the run the same way.
             return await self.wrapped.call_tool(name, tool_args, ctx, tool)
-        outcome, result = await self.calls.acall(
-            name, tool_args, lambda: self.wrapped.call_tool(name, tool_args, ctx, tool)
-        )
+        with self.inner.watching(name, ctx.usage):
+            outcome, result = await self.calls.acall(
+                name, tool_args, lambda: self.wrapped.call_tool(name, tool_args, ctx, tool)
+            )
         if outcome.runs:
             return _noted(result, outcome)
         if outcome.skipped is not None:
@@ -150,13 +154,15 @@ class LoopGuard(AbstractCapability[Any]):
         self.calls = ToolCalls(**options)
         self._exchange: list[Any] = []  # the run's last model request and response (for_run)
         self._guarded_twice = GuardedTwice("the LoopGuard capability")
+        self._inner = InnerAgents()
 
     def get_wrapper_toolset(self, toolset: AbstractToolset[Any]) -> AbstractToolset[Any] | None:
         for name in _guarded_tools(toolset):  # said as the run starts, before any tool runs
             self._guarded_twice.say(name)
-        return LoopGuardToolset(toolset, self.calls)
+        return LoopGuardToolset(toolset, self.calls, inner=self._inner)
 
     async def wrap_run(self, ctx: RunContext[Any], *, handler: Any) -> AgentRunResult[Any]:
+        guarded_here()
         with invocation("pydantic-ai-run"):
             return await handler()  # type: ignore[no-any-return]
 
