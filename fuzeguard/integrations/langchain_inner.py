@@ -52,6 +52,7 @@ class InnerTools(BaseCallbackHandler):
         self.shown = shown
         self.child: Run | None = None
         self.stopped: LoopDetected | None = None  # what the handler raised to end the inner agent
+        self._outer_seen = False  # the outer tool call's own start, the first this handler sees
         self._pending: dict[Any, Outcome] = {}
         self._lock = new_lock()
 
@@ -69,9 +70,12 @@ class InnerTools(BaseCallbackHandler):
     def on_tool_start(self, serialized: dict[str, Any], input_str: str, *, run_id: Any,
                       tool_call_id: str | None = None, inputs: dict[str, Any] | None = None,
                       **kwargs: Any) -> None:
-        if tool_call_id == self.call_id or not self._ours():  # the outer call itself, or not ours
-            return
         name = str((serialized or {}).get("name") or kwargs.get("name") or "tool")
+        if not self._outer_seen:  # the outer tool call itself starts first
+            self._outer_seen = True
+            return
+        if (tool_call_id and tool_call_id == self.call_id) or not self._ours():
+            return
         child = self._child_run()
         with within(child):
             outcome = self.calls.begin(name, inputs if inputs is not None else {"input": input_str})
