@@ -183,6 +183,9 @@ class LoopGuard(AbstractCapability[Any]):
             return request_context
         retried = _retried(messages, request_context.model_request_parameters.tool_defs)
         detection = self.model_calls.rejection(current, retried) if retried else None
+        failure = _failed_output(messages)
+        if detection is None and failure is not None:
+            detection = self.model_calls.failed_output(current, failure)
         detection = detection or self.model_calls.over_limit(current)
         if detection is not None:  # ended by on_run_error, as a kill
             raise LoopDetected(detection, self.model_calls.run_of(current).stats())
@@ -247,7 +250,11 @@ async def _ask_final(ctx: RunContext[Any], history: list[Any], detection: Detect
         raise TypeError(f"a {type(model).__name__} takes no single request")
     settings: Any = ctx.model_settings if isinstance(ctx.model_settings, dict) else None
     parameters = ModelRequestParameters(function_tools=[], allow_text_output=True, output_mode="text")
-    return await model.request([*history, ModelRequest(parts=parts)], settings, parameters)
+    messages: list[Any] = [*history, ModelRequest(parts=parts)]
+    prepare = getattr(model, "prepare_messages", None)
+    if prepare is not None:  # Pydantic AI's own parts (a retry's feedback) in every model's shape
+        messages = prepare(messages, parameters)
+    return await model.request(messages, settings, parameters)
 
 
 def _function(tool: Any) -> Any:
@@ -290,6 +297,25 @@ def _retried(messages: list[Any], offered: Any) -> list[tuple[str, Any]]:
             if getattr(part, "tool_call_id", None) in asked and (
                 isinstance(part, RetryPromptPart)
                 or getattr(part, "outcome", None) == "retried")]
+
+
+def _failed_output(messages: list[Any]) -> Any:
+    """How the model's last answer failed the output's validation, as the request now being made
+    sends it back for a retry (a text answer: native or prompted structured output, an output
+    validator's ``ModelRetry``): the errors without the values the model wrote, or the retry's
+    text; None when the last answer was not sent back."""
+    if len(messages) < 2 or not isinstance(messages[-2], ModelResponse) or messages[-2].tool_calls:
+        return None
+    sent_back = [part for part in getattr(messages[-1], "parts", ())
+                 if type(part).__name__ == "RetryFeedbackPart"  # Pydantic AI 2.x
+                 or (isinstance(part, RetryPromptPart) and part.tool_name is None)]
+    if not sent_back:
+        return None
+    content = sent_back[-1].content
+    if isinstance(content, list):
+        return [{key: error.get(key) for key in ("type", "loc", "msg")} for error in content
+                if isinstance(error, dict)]
+    return str(content)
 
 
 def _written(reply: ModelResponse | None) -> str | None:
