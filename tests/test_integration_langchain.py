@@ -9,12 +9,13 @@ from typing import Any
 import pytest
 from langchain.agents import create_agent
 from langchain.agents.middleware import AgentMiddleware
+from langchain.agents.structured_output import ToolStrategy
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.errors import GraphRecursionError
-from pydantic import Field
+from pydantic import BaseModel, Field
 from structlog.testing import capture_logs
 
 import fuzeguard
@@ -667,3 +668,59 @@ def test_the_tool_an_inner_agent_is_judged_in_is_left_alone_when_the_tool_opens_
     assert state["messages"][-1].content == "outer: gave up"
     assert tally.runs["search"] == 12
     assert not [e for e in logs if e["event"] in ("fuzeguard.run_killed", "fuzeguard.inner_agent")]
+
+
+class Laptop(BaseModel):
+    name: str
+    price: float
+
+
+class BadOutput(StuckModel):
+    """Answers with the structured output (``response_format``) every turn, failing its
+    validation the same way each time (a new word for the price each time), until ``fixed_at``
+    if given; asked for a final answer after a kill, it writes ``wrap_up``."""
+
+    fixed_at: int = 0
+
+    def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None,
+                  **kwargs: Any) -> ChatResult:
+        self.turns += 1
+        last = messages[-1]
+        if isinstance(last, HumanMessage) and str(last.content).startswith("[fuzeguard]"):
+            self.asked = str(last.content)
+            return ChatResult(generations=[ChatGeneration(message=AIMessage(self.wrap_up))])
+        price: Any = 999 if self.fixed_at and self.turns >= self.fixed_at else f"cheap{self.turns}"
+        call = {"name": "Laptop", "args": {"name": "x1", "price": price}, "id": f"o{self.turns}"}
+        return ChatResult(generations=[ChatGeneration(message=AIMessage("", tool_calls=[call]))])
+
+
+def test_a_structured_output_that_fails_the_same_way_is_ended_with_the_models_answer() -> None:
+    """``create_agent(response_format=ToolStrategy(...))`` sends an invalid structured output back
+    to the model until its recursion limit (25 model calls, then ``GraphRecursionError``); with
+    the middleware, each one sent back is a rejected model call recorded by how it failed (the
+    error without the values written), and the third ends the agent with the model's own final
+    answer: 4 model calls."""
+    unguarded = BadOutput(shown=[], wrap_up=WRAP_UP)
+    with pytest.raises(GraphRecursionError):
+        create_agent(unguarded, [lookup], response_format=ToolStrategy(Laptop)).invoke(
+            {"messages": [("user", "find me a laptop")]}, LIMIT)
+    assert unguarded.turns == 25
+    model = BadOutput(shown=[], wrap_up=WRAP_UP)
+    agent = create_agent(model, [lookup], response_format=ToolStrategy(Laptop),
+                         middleware=[LoopGuardMiddleware()])
+    with capture_logs():
+        state = agent.invoke({"messages": [("user", "find me a laptop")]}, LIMIT)
+    assert state["messages"][-1].content == WRAP_UP
+    assert model.turns == 4
+    assert "You wrote a final answer that fails the output's validation the same way" in model.asked
+
+
+def test_a_structured_output_fixed_after_a_retry_is_taken() -> None:
+    model = BadOutput(shown=[], wrap_up=WRAP_UP, fixed_at=3)
+    agent = create_agent(model, [lookup], response_format=ToolStrategy(Laptop),
+                         middleware=[LoopGuardMiddleware()])
+    with capture_logs() as logs:
+        state = agent.invoke({"messages": [("user", "find me a laptop")]}, LIMIT)
+    assert state["structured_response"] == Laptop(name="x1", price=999)
+    assert model.turns == 3
+    assert not [e for e in logs if e["event"] == "fuzeguard.run_killed"]

@@ -13,8 +13,8 @@ run, so ``fuze replay`` judges it; its calls do not count toward the invocation'
   have, or, told by ``rejection`` once the framework found them invalid, arguments the tool does
   not take, or, told by ``failed_output``, a final answer that failed the output's validation,
   recorded by how it failed) and a **text** answer the framework did not take as final
-  (``model.text``) are judged by ``dedup`` and ``cycle``: the same rejected call, or the same text, again with nothing else
-  in between, ends the agent like a kill;
+  (``model.text``) are judged by ``dedup`` and ``cycle``: the same rejected call, or the same
+  text, again with nothing else in between, ends the agent like a kill;
 - a call whose tool calls the framework accepted is only counted: the tool calls themselves are
   judged in the invocation's run, where a poller's kind and a tool's own settings are known;
 - ``max_model_calls`` (off by default) ends the agent instead of the model call after the N-th

@@ -32,6 +32,7 @@ Install with ``pip install 'fuzeguard[langchain]'``.
 from __future__ import annotations
 
 import os
+import re
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractContextManager, nullcontext
@@ -244,15 +245,21 @@ class LoopGuardMiddleware(AgentMiddleware):
         if message is None:
             return None
         offered = {_tool_name(tool) for tool in request.tools or ()}
+        # The structured output's calls are answered in the model step itself (response_format)
+        answered = _answered(response)
         calls = [(c["name"], c.get("args")) for c in message.tool_calls]
         bad = [(c.get("name") or "?", c.get("args")) for c in message.invalid_tool_calls]
         usage = message.usage_metadata
         run = self._run_of(request.state) or current_run()
         detection = self.model_calls.record(
             run, calls + bad, None if calls or bad else message.text,
-            rejected=bool(bad) or any(name not in offered for name, _ in calls),
+            rejected=bool(bad) or any(c["name"] not in offered and c.get("id") not in answered
+                                      for c in message.tool_calls),
             final=not calls and not bad, tokens=usage.get("total_tokens") if usage else None,
         )
+        failure = _failed_output(response, answered)
+        if detection is None and failure:
+            detection = self.model_calls.failed_output(run, failure)
         return self._ending(run, detection)
 
     def _over_limit(self, request: Any) -> Detection | None:
@@ -324,6 +331,24 @@ def _last_ai(response: Any) -> AIMessage | None:
     messages = getattr(response, "result", None) or [response]
     found = [m for m in messages if isinstance(m, AIMessage)]
     return found[-1] if found else None
+
+
+def _answered(response: Any) -> dict[Any, ToolMessage]:
+    """The tool calls a model step answered itself, by id: a structured output's
+    (``response_format``), with its result or the error that sends it back for a retry."""
+    return {m.tool_call_id: m for m in getattr(response, "result", None) or ()
+            if isinstance(m, ToolMessage)}
+
+
+_VALUE = re.compile(r"input_value=.*?, input_type=", re.S)
+
+
+def _failed_output(response: Any, answered: dict[Any, ToolMessage]) -> list[str]:
+    """How a structured output the model step sent back for a retry failed: each error's text
+    without the values the model wrote (empty when the step took it)."""
+    if getattr(response, "structured_response", None) is not None:
+        return []
+    return [_VALUE.sub("input_type=", str(m.content)) for m in answered.values()]
 
 
 def _tool_name(tool: Any) -> Any:
