@@ -58,10 +58,10 @@ from fuzeguard.integrations._calls import (
 from fuzeguard.integrations._calls import (
     exit_behavior as exit_behavior_of,
 )
+from fuzeguard.integrations._langchain_inner import InnerAgents
 from fuzeguard.integrations._model_calls import ModelCalls
 from fuzeguard.integrations._runs import MAX_KEYED_RUNS, new_run, user_run, within
 from fuzeguard.integrations._wrap_up import DEFAULT_TIMEOUT, WrapUp, answer
-from fuzeguard.integrations.langchain_inner import InnerAgents
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -320,7 +320,7 @@ class LoopGuardMiddleware(AgentMiddleware):
 
 
 def _inner_stopped(call: Any, stopped: LoopDetected) -> ToolMessage:
-    """The answer to a tool call whose inner agent a loop ended (``langchain_inner``): the
+    """The answer to a tool call whose inner agent a loop ended (``_langchain_inner``): the
     inner agent's stop message, which the outer model reads as the tool's result."""
     return ToolMessage(content=final_message(stopped.detection), tool_call_id=call["id"],
                        name=call["name"], status="error", artifact={_MARK: "inner"})

@@ -62,9 +62,9 @@ from fuzeguard.integrations._calls import (
 )
 from fuzeguard.integrations._calls import exit_behavior as exit_behavior_of
 from fuzeguard.integrations._model_calls import ModelCalls
+from fuzeguard.integrations._pydantic_ai_inner import InnerAgents, guarded_here
 from fuzeguard.integrations._runs import InvocationRuns, invocation, invocation_run, open_run, within
 from fuzeguard.integrations._wrap_up import DEFAULT_TIMEOUT, WrapUp, answer
-from fuzeguard.integrations.pydantic_ai_inner import InnerAgents, guarded_here
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
