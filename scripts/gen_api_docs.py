@@ -35,7 +35,7 @@ MODULES = {
     "fuzeguard.metering": "Token usage turned into cost.",
     "fuzeguard.testing": "Helpers for the tests of code that uses guards.",
     "fuzeguard.integrations": "Native integrations, one module per agent framework "
-                              "([frameworks](../frameworks.md)); each needs its framework "
+                              "([frameworks](../frameworks/index.md)); each needs its framework "
                               "installed.",
 }
 

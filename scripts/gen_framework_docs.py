@@ -1,11 +1,11 @@
-"""Generate the tables of measured behaviour in ``docs/frameworks.md`` from the framework tests.
+"""Generate the tables of measured behaviour in ``docs/frameworks/*.md`` from the framework tests.
 
 Each framework test (``tests/test_integration_*.py``) runs a scripted model that loops forever
 under each action, with the real framework, and checks what it measured against
 ``tests/framework_behaviour.json`` (``FUZE_RECORD_BEHAVIOUR=1`` rewrites that file from the
-measurements). This script renders that file into the page, between the markers
+measurements). This script renders that file into each framework's page, between the markers
 ``<!-- behaviour: NAME -->`` and ``<!-- end behaviour -->``; ``tests/test_framework_docs.py``
-fails when the page differs from what it writes::
+fails when a page differs from what it writes::
 
     python scripts/gen_framework_docs.py            # rewrite the tables
     python scripts/gen_framework_docs.py --check    # exit 1 if they are out of date
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-PAGE = ROOT / "docs" / "frameworks.md"
+PAGES = sorted((ROOT / "docs" / "frameworks").glob("*.md"))
 RECORD = ROOT / "tests" / "framework_behaviour.json"
 ACTIONS = {"kill": "`kill`", "warn": "`warn`", "skip": "`skip`", "ladder": '`["warn", "skip", "kill"]`'}
 VARIANTS = {"same": "identical calls", "alternate": "A/B alternation"}
@@ -58,7 +58,7 @@ def render(page: str, record: dict[str, dict[str, dict[str, Any]]]) -> str:
     def block(m: re.Match[str]) -> str:
         name = m["name"]
         if name not in record:
-            raise SystemExit(f"{PAGE.name} shows a table for {name!r}, which no test recorded")
+            raise SystemExit(f"a page shows a table for {name!r}, which no test recorded")
         return m.group(1) + table(record[name]) + m.group(4)
 
     return _BLOCK.sub(block, page)
@@ -68,16 +68,20 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--check", action="store_true", help="only report whether it is stale")
     args = parser.parse_args(argv)
-    page = PAGE.read_text(encoding="utf-8")
-    text = render(page, json.loads(RECORD.read_text(encoding="utf-8")))
-    if text == page:
-        return 0
-    if args.check:
-        print(f"{PAGE.relative_to(ROOT)} is out of date: run python scripts/gen_framework_docs.py")
-        return 1
-    PAGE.write_text(text, encoding="utf-8")
-    print(f"{PAGE.relative_to(ROOT)} written")
-    return 0
+    record = json.loads(RECORD.read_text(encoding="utf-8"))
+    stale = 0
+    for path in PAGES:
+        page = path.read_text(encoding="utf-8")
+        text = render(page, record)
+        if text == page:
+            continue
+        if args.check:
+            print(f"{path.relative_to(ROOT)} is out of date: run python scripts/gen_framework_docs.py")
+            stale = 1
+            continue
+        path.write_text(text, encoding="utf-8")
+        print(f"{path.relative_to(ROOT)} written")
+    return stale
 
 
 if __name__ == "__main__":

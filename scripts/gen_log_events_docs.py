@@ -85,6 +85,13 @@ WHEN = {
     "fuzeguard.guarded_twice": "LangChain's `LoopGuardMiddleware` or Pydantic AI's `LoopGuard` "
                                "capability is given a tool whose function has `@guard` (once "
                                "per tool; the function's guard alone judges its calls)",
+    "fuzeguard.inner_agent": "LangChain's `LoopGuardMiddleware` judged the tool calls of an "
+                             "agent that a tool runs without a middleware of its own (once per "
+                             "tool; they are judged in a child run, and its loop ends that agent)",
+    "fuzeguard.inner_agent_unguarded": "Pydantic AI's `LoopGuard` found that a tool ran an agent "
+                                       "without the capability (its model requests were added "
+                                       "to the run's usage): fuzeguard does not see that agent's "
+                                       "tool calls (once per tool)",
     "fuzeguard.wrap_up_failed": "after a kill, the model asked for its final answer (an "
                                 "integration's `wrap_up`) failed or gave none within "
                                 "`wrap_up_timeout` (the canned final answer ends the agent)",

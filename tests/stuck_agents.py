@@ -1,5 +1,5 @@
 """What the framework tests share: tools that count their runs, a stuck model's script, and the
-record of measured behaviour that ``docs/frameworks.md`` tables are generated from.
+record of measured behaviour that the tables of ``docs/frameworks/`` are generated from.
 
 A stuck model loops forever in one of two ways: ``same`` calls ``search("laptops")`` every turn;
 ``alternate`` calls ``tool_a`` and ``tool_b`` in turn with new arguments each time (their results
@@ -276,9 +276,12 @@ def check_run(
     ))
 
 def side_example(marker: str) -> tuple[str, str]:
-    """The ```py example of docs/frameworks.md whose first line is ``marker`` (one that needs a
-    framework from another environment) and the ```text output shown after it."""
-    page = (ROOT / "docs" / "frameworks.md").read_text(encoding="utf-8")
+    """The ```py example of a page of docs/frameworks/ whose first line is ``marker`` (one that
+    needs a framework from another environment) and the ```text output shown after it."""
+    pages = [p.read_text(encoding="utf-8") for p in sorted((ROOT / "docs" / "frameworks").glob("*.md"))]
+    found = [page for page in pages if f"```py\n{marker}\n" in page]
+    assert len(found) == 1, f"{len(found)} framework pages have an example that opens with {marker!r}"
+    page = found[0]
     start = page.index(f"```py\n{marker}\n") + len("```py\n")
     end = page.index("\n```\n", start)
     out_start = page.index("```text\n", end) + len("```text\n")

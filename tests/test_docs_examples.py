@@ -30,9 +30,10 @@ from structlog.testing import capture_logs
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 # The pages written by hand whose examples this test runs (configuration.md is generated and
 # checked by test_config_docs.py; pages owned by other topics carry their own tests).
-PAGES = ["index.md", "getting-started.md", "concepts.md", "custom-layers.md", "frameworks.md",
-         "stopped.md", "recipes.md", "troubleshooting.md", "why-not-max-turns.md", "defaults.md",
-         "reference/exceptions.md", "reference/environment.md", "security.md"]
+PAGES = ["index.md", "getting-started.md", "concepts.md", "custom-layers.md", "stopped.md",
+         "recipes.md", "troubleshooting.md", "why-not-max-turns.md", "defaults.md",
+         "reference/exceptions.md", "reference/environment.md", "security.md",
+         *sorted(f"frameworks/{p.name}" for p in (DOCS / "frameworks").glob("*.md"))]
 FRAMEWORKS = {"langchain_core", "langgraph", "agents", "pydantic_ai", "mcp", "smolagents", "crewai",
               "google", "agent_framework", "strands", "claude_agent_sdk"}
 
@@ -71,7 +72,7 @@ def run_page(page: str) -> list[str]:
     """Run a page's examples; return the ones skipped for a missing framework."""
     # A real module, registered while the page runs: dataclasses and pickling look classes up
     # through sys.modules.
-    module = types.ModuleType(f"docs_{page.replace('-', '_')[:-3]}")
+    module = types.ModuleType(f"docs_{page.replace('-', '_').replace('/', '_')[:-3]}")
     namespace = module.__dict__
     sys.modules[module.__name__] = module
     try:

@@ -1,14 +1,28 @@
-"""The tables of measured behaviour in docs/frameworks.md are the ones the framework tests
-recorded (``tests/framework_behaviour.json``), rendered by ``scripts/gen_framework_docs.py``."""
+"""The framework pages (docs/frameworks/): the tables of measured behaviour are the ones the
+framework tests recorded (``tests/framework_behaviour.json``), rendered by
+``scripts/gen_framework_docs.py``; each page opens with its install line, a few lines with the
+reader's own model, then its table; the index links every page."""
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import json
+import re
+from collections import Counter
 from pathlib import Path
 from types import ModuleType
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
+PAGES = ROOT / "docs" / "frameworks"
+# The model names the opening lines use: a model the reader would write for that framework.
+MODEL = re.compile(r'"(openai:)?gpt-4o-mini"|"gemini-[\w.-]+"|"(global\.anthropic\.)?claude-[\w.-]+"')
+_OPENING = re.compile(
+    r"\A# [^\n]+\n\n```bash\npip install \"(?P<extra>fuzeguard(\[[\w-]+\])?)\"\n```\n\n"
+    r"(?P<intro>(?:(?!```).)+?)```py\n(?P<code>.*?)\n```\n", re.S,
+)
 
 
 def _generator() -> ModuleType:
@@ -21,19 +35,27 @@ def _generator() -> ModuleType:
     return module
 
 
-def test_the_frameworks_page_shows_the_recorded_behaviour() -> None:
-    gen = _generator()
-    page = gen.PAGE.read_text(encoding="utf-8")
-    assert gen.render(page, json.loads(gen.RECORD.read_text(encoding="utf-8"))) == page, (
-        "docs/frameworks.md is out of date: run python scripts/gen_framework_docs.py"
-    )
+def _framework_pages() -> list[Path]:
+    return [p for p in sorted(PAGES.glob("*.md")) if p.name != "index.md"]
 
 
-def test_every_recorded_framework_has_its_table_on_the_page() -> None:
+def test_the_framework_pages_show_the_recorded_behaviour() -> None:
     gen = _generator()
-    page = gen.PAGE.read_text(encoding="utf-8")
-    shown = {m["name"] for m in gen._BLOCK.finditer(page)}
-    assert shown == set(json.loads(gen.RECORD.read_text(encoding="utf-8")))
+    record = json.loads(gen.RECORD.read_text(encoding="utf-8"))
+    assert sorted(PAGES.glob("*.md")) == gen.PAGES
+    for path in gen.PAGES:
+        page = path.read_text(encoding="utf-8")
+        assert gen.render(page, record) == page, (
+            f"docs/frameworks/{path.name} is out of date: run python scripts/gen_framework_docs.py"
+        )
+
+
+def test_every_recorded_framework_has_its_table_on_one_page() -> None:
+    gen = _generator()
+    shown = Counter(m["name"] for path in gen.PAGES
+                    for m in gen._BLOCK.finditer(path.read_text(encoding="utf-8")))
+    assert set(shown) == set(json.loads(gen.RECORD.read_text(encoding="utf-8")))
+    assert set(shown.values()) == {1}
 
 
 def test_every_framework_records_each_action_on_each_loop_shape() -> None:
@@ -49,3 +71,52 @@ def test_a_table_is_rendered_from_the_recorded_rows() -> None:
                           "ended": "LoopDetected raised", "model_shown": None}}
     lines = gen.table(rows).splitlines()
     assert lines[2] == "| `kill` | identical calls | 3 (0) | 4 | LoopDetected raised | (only real results) |"
+
+
+def test_the_index_links_every_framework_page_and_the_nav_lists_them() -> None:
+    index = (PAGES / "index.md").read_text(encoding="utf-8")
+    nav = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    for path in _framework_pages():
+        assert f"]({path.name})" in index, f"docs/frameworks/index.md does not link {path.name}"
+        assert f"frameworks/{path.name}" in nav, f"mkdocs.yml does not list {path.name}"
+
+
+@pytest.mark.parametrize("page", [p.name for p in _framework_pages()])
+def test_a_framework_page_opens_with_install_own_model_lines_then_its_table(page: str) -> None:
+    """Install line, then a few lines with the reader's own model (valid Python, a real model
+    name for the pages that have one), then the measured table before the rest of the page."""
+    text = (PAGES / page).read_text(encoding="utf-8")
+    opening = _OPENING.match(text)
+    assert opening, f"{page} must open with its install line and a ```py block"
+    code = opening["code"]
+    ast.parse(code)  # valid Python, as written
+    assert len([line for line in code.splitlines() if line.strip()]) <= 12
+    if "## Measured" in text:
+        assert MODEL.search(code) or "mcp" in page, f"{page}'s opening lines name no model"
+        measured = text.index("## Measured")
+        assert text.index("<!-- behaviour:") > measured
+        assert text.index("## How it works") > text.rindex("<!-- end behaviour -->")
+
+
+@pytest.mark.parametrize("page", [p.name for p in _framework_pages()])
+def test_the_opening_lines_import_what_the_installed_framework_has(page: str) -> None:
+    """Each import of the opening lines resolves against the installed framework (skipped for a
+    framework installed only in its own environment)."""
+    code = _OPENING.match((PAGES / page).read_text(encoding="utf-8"))["code"]  # type: ignore[index]
+    checked = 0
+    for node in ast.parse(code).body:
+        if not isinstance(node, ast.ImportFrom | ast.Import):
+            continue
+        modules = [node.module] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
+        if any(importlib.util.find_spec(str(m).split(".")[0]) is None for m in modules):
+            continue
+        try:
+            exec(compile(ast.Module([node], []), page, "exec"), {})
+        except ModuleNotFoundError as exc:
+            # a client the framework loads from a package of its own (agent-framework-openai)
+            missing = exc.name or getattr(exc.__cause__, "name", None)
+            assert missing and importlib.util.find_spec(missing.split(".")[0]) is None, exc
+            continue
+        checked += 1
+    if not checked:
+        pytest.skip(f"{page}'s framework is not installed here")

@@ -218,5 +218,5 @@ def test_the_docs_example_runs_and_prints_what_the_page_shows(
     monkeypatch.setattr(sdk_client, "SubprocessCLITransport",
                         lambda prompt, options: ScriptedCLI(stuck, session_id="s-docs"))
     with capture_logs():
-        exec(compile(code, "docs/frameworks.md", "exec"), {"__name__": "docs_claude"})
+        exec(compile(code, "docs/frameworks/claude-agent-sdk.md", "exec"), {"__name__": "docs_claude"})
     assert capsys.readouterr().out.rstrip() == shown.rstrip()

@@ -9,12 +9,13 @@ from typing import Any
 import pytest
 from langchain.agents import create_agent
 from langchain.agents.middleware import AgentMiddleware
+from langchain.agents.structured_output import ToolStrategy
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.errors import GraphRecursionError
-from pydantic import Field
+from pydantic import BaseModel, Field
 from structlog.testing import capture_logs
 
 import fuzeguard
@@ -517,10 +518,10 @@ class Delegating(StuckModel):
 
 
 def test_an_inner_agent_with_its_own_middleware_is_ended_in_a_child_run_and_the_outer_goes_on() -> None:
-    """An agent used as a tool is guarded when it has the middleware itself (the outer
-    middleware cannot reach into a graph that a tool function invokes): its loop is ended in a
-    run of its own (a child of the outer invocation's, by ``_runs``' rules), and the outer agent
-    answers with the inner agent's final answer."""
+    """An agent used as a tool that has the middleware itself is judged by it alone (the outer
+    middleware leaves its calls to it): its loop is ended in a run of its own (a child of the
+    outer invocation's, by ``_runs``' rules), and the outer agent answers with the inner agent's
+    final answer."""
     tally = Tally()
     inner_model = StuckModel(variant="same", shown=[], wrap_up=WRAP_UP)
     inner = create_agent(inner_model, tools(tally), middleware=[LoopGuardMiddleware()])
@@ -537,3 +538,173 @@ def test_an_inner_agent_with_its_own_middleware_is_ended_in_a_child_run_and_the_
     assert tally.runs["search"] == 4
     killed = [e for e in logs if e["event"] == "fuzeguard.run_killed"]
     assert [e["fn"] for e in killed] == ["search"]  # the inner run; the outer one goes on
+    assert not [e for e in logs if e["event"] == "fuzeguard.inner_agent"]  # judged by its own
+
+
+def _delegating_to_a_bare_inner_agent(tally: Tally, variant: str = "same") -> tuple[Any, Any]:
+    """An outer agent with the middleware whose ``research`` tool invokes an inner agent that has
+    none: (the outer agent, the inner agent's model)."""
+    inner_model = StuckModel(variant=variant, shown=[], wrap_up=WRAP_UP)
+    inner = create_agent(inner_model, tools(tally))
+
+    def research(topic: str) -> str:
+        """Research a topic with the research agent."""
+        state = inner.invoke({"messages": [("user", f"research {topic}")]}, LIMIT)
+        return str(state["messages"][-1].content)
+
+    outer = create_agent(Delegating(shown=[]), [research], middleware=[LoopGuardMiddleware()])
+    return outer, inner_model
+
+
+def test_an_inner_agent_without_a_middleware_is_ended_by_the_outer_one_and_the_outer_goes_on() -> None:
+    """An agent a tool invokes, with no middleware of its own: LangChain passes the tool call's
+    callbacks on to it, so the outer middleware judges its tool calls in a child run. Its loop
+    is ended at the 5th identical call (4 runs, not the 12 its recursion limit allows), and the
+    outer agent reads the inner agent's stop message as the tool's result and answers."""
+    tally = Tally()
+    outer, inner_model = _delegating_to_a_bare_inner_agent(tally)
+    with capture_logs() as logs:
+        state = outer.invoke({"messages": [("user", "find me a laptop")]}, LIMIT)
+    final = state["messages"][-1]
+    assert isinstance(final, AIMessage) and not final.tool_calls
+    assert final.content.startswith("outer: Stopped: the agent was looping (dedup at tool call 5, `search`)")
+    assert tally.runs["search"] == 4
+    assert inner_model.turns == 5  # the 5th call was refused before it ran; no 6th model call
+    # A callback cannot add to the inner tool's result: the early warnings are logged, not shown.
+    assert inner_model.shown == ["3 results for laptops"] * 4
+    killed = [e for e in logs if e["event"] == "fuzeguard.run_killed"]
+    assert [(e["fn"], e["run_name"]) for e in killed] == [("search", "langchain-agent/inner")]
+    said = [e for e in logs if e["event"] == "fuzeguard.inner_agent"]
+    assert [e["fn"] for e in said] == ["research"]
+
+
+def test_a_bare_inner_agent_is_judged_apart_from_the_outer_run_and_said_once() -> None:
+    """Each outer tool call gets its own child run: a second research call starts afresh (the
+    inner loop is ended again at its 5th call), the outer run is never killed, and
+    ``fuzeguard.inner_agent`` is logged once per tool."""
+    tally = Tally()
+    inner = create_agent(StuckModel(variant="alternate", shown=[]), tools(tally))
+
+    def research(topic: str) -> str:
+        """Research a topic with the research agent."""
+        return str(inner.invoke({"messages": [("user", topic)]}, LIMIT)["messages"][-1].content)
+
+    class TwiceDelegating(StuckModel):
+        def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None,
+                      **kwargs: Any) -> ChatResult:
+            self.turns += 1
+            if self.turns > 2:
+                return ChatResult(generations=[ChatGeneration(message=AIMessage("done"))])
+            call = {"name": "research", "args": {"topic": f"t{self.turns}"}, "id": f"r{self.turns}"}
+            return ChatResult(generations=[ChatGeneration(message=AIMessage("", tool_calls=[call]))])
+
+    outer = create_agent(TwiceDelegating(shown=[]), [research], middleware=[LoopGuardMiddleware()])
+    with capture_logs() as logs:
+        state = outer.invoke({"messages": [("user", "find me a laptop")]}, LIMIT)
+    assert state["messages"][-1].content == "done"
+    answers = [m for m in state["messages"] if isinstance(m, ToolMessage)]
+    assert [m.status for m in answers] == ["error", "error"]
+    assert all("cycle" in str(m.content) for m in answers)
+    assert tally.runs["tool_a"] + tally.runs["tool_b"] == 14  # 7 runs per inner invocation
+    killed = [e for e in logs if e["event"] == "fuzeguard.run_killed"]
+    assert [e["run_name"] for e in killed] == ["langchain-agent/inner"] * 2
+    assert len([e for e in logs if e["event"] == "fuzeguard.inner_agent"]) == 1
+
+
+def test_a_bare_inner_agent_is_ended_under_skip_and_in_async_agents() -> None:
+    """A skip cannot be answered in the inner tool's place, so it ends the inner agent too; the
+    same holds when both agents run with ``ainvoke``."""
+    tally = Tally()
+    inner = create_agent(StuckModel(variant="same", shown=[]), tools(tally))
+
+    async def research(topic: str) -> str:
+        """Research a topic with the research agent."""
+        state = await inner.ainvoke({"messages": [("user", topic)]}, LIMIT)
+        return str(state["messages"][-1].content)
+
+    outer = create_agent(Delegating(shown=[]), [research],
+                         middleware=[LoopGuardMiddleware(on_loop="skip")])
+    with capture_logs():
+        state = asyncio.run(outer.ainvoke({"messages": [("user", "find me a laptop")]}, LIMIT))
+    assert str(state["messages"][-1].content).startswith("outer: Stopped: the agent was looping")
+    assert tally.runs["search"] == 4
+
+
+def test_the_tool_an_inner_agent_is_judged_in_is_left_alone_when_the_tool_opens_a_run() -> None:
+    """A tool that opens a ``fuzeguard.run()`` around its inner agent judges it there: the
+    outer middleware does not judge those calls too (the inner agent, unguarded there, runs to
+    its recursion limit)."""
+    tally = Tally()
+    inner = create_agent(StuckModel(variant="same", shown=[]), tools(tally))
+
+    def research(topic: str) -> str:
+        """Research a topic with the research agent."""
+        with fuzeguard.run("research"):
+            try:
+                inner.invoke({"messages": [("user", topic)]}, LIMIT)
+            except GraphRecursionError:
+                return "gave up"
+        return "done"
+
+    outer = create_agent(Delegating(shown=[]), [research], middleware=[LoopGuardMiddleware()])
+    with capture_logs() as logs:
+        state = outer.invoke({"messages": [("user", "find me a laptop")]}, LIMIT)
+    assert state["messages"][-1].content == "outer: gave up"
+    assert tally.runs["search"] == 12
+    assert not [e for e in logs if e["event"] in ("fuzeguard.run_killed", "fuzeguard.inner_agent")]
+
+
+class Laptop(BaseModel):
+    name: str
+    price: float
+
+
+class BadOutput(StuckModel):
+    """Answers with the structured output (``response_format``) every turn, failing its
+    validation the same way each time (a new word for the price each time), until ``fixed_at``
+    if given; asked for a final answer after a kill, it writes ``wrap_up``."""
+
+    fixed_at: int = 0
+
+    def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None,
+                  **kwargs: Any) -> ChatResult:
+        self.turns += 1
+        last = messages[-1]
+        if isinstance(last, HumanMessage) and str(last.content).startswith("[fuzeguard]"):
+            self.asked = str(last.content)
+            return ChatResult(generations=[ChatGeneration(message=AIMessage(self.wrap_up))])
+        price: Any = 999 if self.fixed_at and self.turns >= self.fixed_at else f"cheap{self.turns}"
+        call = {"name": "Laptop", "args": {"name": "x1", "price": price}, "id": f"o{self.turns}"}
+        return ChatResult(generations=[ChatGeneration(message=AIMessage("", tool_calls=[call]))])
+
+
+def test_a_structured_output_that_fails_the_same_way_is_ended_with_the_models_answer() -> None:
+    """``create_agent(response_format=ToolStrategy(...))`` sends an invalid structured output back
+    to the model until its recursion limit (25 model calls, then ``GraphRecursionError``); with
+    the middleware, each one sent back is a rejected model call recorded by how it failed (the
+    error without the values written), and the third ends the agent with the model's own final
+    answer: 4 model calls."""
+    unguarded = BadOutput(shown=[], wrap_up=WRAP_UP)
+    with pytest.raises(GraphRecursionError):
+        create_agent(unguarded, [lookup], response_format=ToolStrategy(Laptop)).invoke(
+            {"messages": [("user", "find me a laptop")]}, LIMIT)
+    assert unguarded.turns == 25
+    model = BadOutput(shown=[], wrap_up=WRAP_UP)
+    agent = create_agent(model, [lookup], response_format=ToolStrategy(Laptop),
+                         middleware=[LoopGuardMiddleware()])
+    with capture_logs():
+        state = agent.invoke({"messages": [("user", "find me a laptop")]}, LIMIT)
+    assert state["messages"][-1].content == WRAP_UP
+    assert model.turns == 4
+    assert "You wrote a final answer that fails the output's validation the same way" in model.asked
+
+
+def test_a_structured_output_fixed_after_a_retry_is_taken() -> None:
+    model = BadOutput(shown=[], wrap_up=WRAP_UP, fixed_at=3)
+    agent = create_agent(model, [lookup], response_format=ToolStrategy(Laptop),
+                         middleware=[LoopGuardMiddleware()])
+    with capture_logs() as logs:
+        state = agent.invoke({"messages": [("user", "find me a laptop")]}, LIMIT)
+    assert state["structured_response"] == Laptop(name="x1", price=999)
+    assert model.turns == 3
+    assert not [e for e in logs if e["event"] == "fuzeguard.run_killed"]

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
+from typing import Any
 
 import pytest
-from pydantic_ai import Agent
-from pydantic_ai.exceptions import UsageLimitExceeded
+from pydantic import BaseModel
+from pydantic_ai import Agent, ModelRetry, NativeOutput, PromptedOutput, RunContext
+from pydantic_ai.exceptions import UnexpectedModelBehavior, UsageLimitExceeded
 from pydantic_ai.messages import (
     ModelMessage,
     ModelResponse,
@@ -336,3 +339,152 @@ def test_a_tool_with_guard_on_its_function_is_counted_once_and_its_kill_ends_wit
     assert len(ran) == 4 and run.stats().calls == 4  # not 8: each call counted once
     (said,) = [e for e in logs if e["event"] == "fuzeguard.guarded_twice"]
     assert said["fn"] == "search" and "the LoopGuard capability" in said["message"]
+
+
+class GivesUp(Stuck):
+    """A stuck model that gives up after ``turns_left`` tool calls and answers with text."""
+
+    def __init__(self, variant: str, turns_left: int) -> None:
+        super().__init__(variant)
+        self.turns_left = turns_left
+
+    def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if self.turns >= self.turns_left:
+            return ModelResponse(parts=[TextPart("inner: gave up")])
+        return super().__call__(messages, info)
+
+
+def _delegating(inner: Agent[None, str], *, share_usage: bool = True, asks: int = 1) -> Agent[None, str]:
+    """An outer agent with the capability whose ``research`` tool runs ``inner`` (with the run's
+    usage, Pydantic AI's way to delegate, unless ``share_usage`` is False), ``asks`` times, then
+    answers with the last result."""
+
+    def delegate(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        returned = [p for m in messages for p in getattr(m, "parts", []) if isinstance(p, ToolReturnPart)]
+        if len(returned) >= asks:
+            return ModelResponse(parts=[TextPart(f"outer: {returned[-1].content}")])
+        return ModelResponse(parts=[ToolCallPart("research", {"topic": "laptops"},
+                                                 tool_call_id=f"r{len(returned)}")])
+
+    async def research(ctx: RunContext[None], topic: str) -> str:
+        """Research a topic with the research agent."""
+        result = await inner.run(f"research {topic}", usage=ctx.usage if share_usage else None)
+        return result.output
+
+    return Agent(FunctionModel(delegate), tools=[research], capabilities=[LoopGuard()])
+
+
+def test_an_inner_agent_without_the_capability_is_said_once_as_unguarded() -> None:
+    """The outer capability cannot reach an agent a tool runs (Pydantic AI has no hook for it):
+    it finds it from the requests the inner run adds to the shared usage, and says so once per
+    tool, with the fix, as the inner agent first ends. The inner agent's loop is not ended."""
+    tally = Tally()
+    inner = Agent(FunctionModel(GivesUp("same", turns_left=8)), tools=tools(tally))
+    with capture_logs() as logs:
+        output = _delegating(inner, asks=2).run_sync("find me a laptop").output
+    assert output == "outer: inner: gave up"
+    assert tally.runs["search"] == 8  # unguarded: only the scripted model's giving up ended it
+    said = [e for e in logs if e["event"] == "fuzeguard.inner_agent_unguarded"]
+    assert [(e["fn"], e["requests"], e["log_level"]) for e in said] == [("research", 9, "warning")]
+    assert "capabilities=[LoopGuard()]" in said[0]["message"]
+
+
+def test_an_inner_agent_with_the_capability_is_a_child_run_and_nothing_is_said() -> None:
+    """The fix the warning gives: the inner agent with the capability is guarded in a child run
+    (its loop ended at the 5th identical call), the outer agent answers with its final answer,
+    and nothing is said."""
+    tally = Tally()
+    inner = Agent(FunctionModel(GivesUp("same", turns_left=30)), tools=tools(tally),
+                  capabilities=[LoopGuard(wrap_up=False)])
+    with capture_logs() as logs:
+        output = _delegating(inner).run_sync("find me a laptop").output
+    assert output.startswith("outer: Stopped: the agent was looping (dedup at tool call 5, `search`)")
+    assert tally.runs["search"] == 4
+    assert not [e for e in logs if e["event"] == "fuzeguard.inner_agent_unguarded"]
+    killed = [e for e in logs if e["event"] == "fuzeguard.run_killed"]
+    assert [e["fn"] for e in killed] == ["search"]
+
+
+def test_an_inner_agent_run_without_the_shared_usage_leaves_no_trace() -> None:
+    """Without ``usage=ctx.usage`` the inner run adds nothing the outer one sees: nothing is said
+    (the docs tell to give the inner agent the capability)."""
+    tally = Tally()
+    inner = Agent(FunctionModel(GivesUp("same", turns_left=3)), tools=tools(tally))
+    with capture_logs() as logs:
+        output = _delegating(inner, share_usage=False).run_sync("find me a laptop").output
+    assert output == "outer: inner: gave up"
+    assert not [e for e in logs if e["event"] == "fuzeguard.inner_agent_unguarded"]
+
+
+class Laptop(BaseModel):
+    name: str
+    price: float
+
+
+class BadOutput:
+    """A ``FunctionModel`` body whose final answer fails the output's validation the same way
+    every time (the text differs: a new word for the price each time), until ``fixed_at`` if
+    given; asked for a final answer after a kill, it writes ``WRAP_UP``."""
+
+    def __init__(self, fixed_at: int | None = None) -> None:
+        self.fixed_at = fixed_at
+        self.calls = 0
+        self.asked = ""  # the request for a final answer it read
+
+    def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        self.calls += 1
+        asked = [p for p in getattr(messages[-1], "parts", []) if isinstance(p, UserPromptPart)]
+        if asked and str(asked[-1].content).startswith("[fuzeguard]"):
+            self.asked = str(asked[-1].content)
+            return ModelResponse(parts=[TextPart(WRAP_UP)])
+        if self.fixed_at is not None and self.calls >= self.fixed_at:
+            return ModelResponse(parts=[TextPart('{"name": "x1", "price": 999}')])
+        return ModelResponse(parts=[TextPart(json.dumps({"name": "x1", "price": f"cheap{self.calls}"}))])
+
+
+@pytest.mark.parametrize("shape", [NativeOutput, PromptedOutput])
+def test_a_structured_output_that_fails_the_same_way_is_ended_with_the_models_answer(shape: Any) -> None:
+    """A final answer sent back for a retry is a rejected model call, recorded by how it failed
+    (the errors without the values written): the third failure of the same kind ends the run,
+    in 4 model calls with the wrap-up, before Pydantic AI's retry limit (here 5) raises."""
+    model = BadOutput()
+    agent = Agent(FunctionModel(model), output_type=shape(Laptop), retries=5, capabilities=[LoopGuard()])
+    with capture_logs() as logs:
+        output = agent.run_sync("find me a laptop").output
+    assert output == WRAP_UP
+    assert model.calls == 4
+    killed = [e for e in logs if e["event"] == "fuzeguard.run_killed"]
+    assert [e["fn"] for e in killed] == ["model.rejected"]
+    assert "You wrote a final answer that fails the output's validation the same way" in model.asked
+
+
+def test_an_output_validator_that_rejects_the_same_way_is_ended_too() -> None:
+    model = BadOutput()
+    agent = Agent(FunctionModel(model), retries=5, capabilities=[LoopGuard(wrap_up=False)])
+
+    @agent.output_validator
+    def under_500(output: str) -> str:
+        raise ModelRetry("find a laptop under 500")
+
+    with capture_logs():
+        output = agent.run_sync("find me a laptop").output
+    assert output.startswith("Stopped: the agent was looping (dedup")
+    assert model.calls == 3  # no wrap-up asked
+
+
+def test_a_structured_output_fixed_after_a_retry_is_answered_normally() -> None:
+    model = BadOutput(fixed_at=3)
+    agent = Agent(FunctionModel(model), output_type=PromptedOutput(Laptop), retries=5,
+                  capabilities=[LoopGuard()])
+    with capture_logs() as logs:
+        output = agent.run_sync("find me a laptop").output
+    assert output == Laptop(name="x1", price=999)
+    assert not [e for e in logs if e["event"] == "fuzeguard.run_killed"]
+
+
+def test_with_pydantic_ais_default_retries_its_own_limit_ends_a_failing_output_first() -> None:
+    """Pydantic AI's own retry limit (``retries=1`` by default) raises at the second failure,
+    before a third could be judged (the docs say to raise ``retries`` to let the guard answer)."""
+    agent = Agent(FunctionModel(BadOutput()), output_type=PromptedOutput(Laptop), capabilities=[LoopGuard()])
+    with capture_logs(), pytest.raises(UnexpectedModelBehavior):
+        agent.run_sync("find me a laptop")

@@ -175,22 +175,37 @@ def guarded(fn: Any) -> bool:
     return isinstance(getattr(fn, "guard", None), Guard)
 
 
+class Once:
+    """The tool names something was already said about (at most ``MAX_TOOLS``): ``first(name)``
+    is True the first time only."""
+
+    def __init__(self) -> None:
+        self._said: set[str] = set()
+        self._lock = new_lock()
+
+    def first(self, name: str) -> bool:
+        if name in self._said:
+            return False
+        with self._lock:
+            if name in self._said:
+                return False
+            if len(self._said) >= MAX_TOOLS:
+                self._said.clear()
+            self._said.add(name)
+        return True
+
+
 class GuardedTwice:
     """Says once per tool name that a tool whose function has ``@guard`` is judged by that guard
     alone under the integration (``fuzeguard.guarded_twice``): each call counted once."""
 
     def __init__(self, integration: str) -> None:
         self.integration = integration
-        self._said: set[str] = set()
-        self._lock = new_lock()
+        self._once = Once()
 
     def say(self, name: str) -> None:
-        if name in self._said:
+        if not self._once.first(name):
             return
-        with self._lock:
-            if len(self._said) >= MAX_TOOLS:
-                self._said.clear()
-            self._said.add(name)
         emit("warning", "fuzeguard.guarded_twice", fn=name,
              message=f"the tool {name!r} has @guard on its function and the agent has "
              f"{self.integration}: each call is judged once, by the function's guard and its "

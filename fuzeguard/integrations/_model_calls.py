@@ -11,9 +11,10 @@ run, so ``fuze replay`` judges it; its calls do not count toward the invocation'
   the framework rejected it; the tokens it used, when known, are its cost;
 - a call the framework **rejected** (``model.rejected``: it asked for a tool the agent does not
   have, or, told by ``rejection`` once the framework found them invalid, arguments the tool does
-  not take) and a **text** answer the framework did not take as final (``model.text``) are judged
-  by ``dedup`` and ``cycle``: the same rejected call, or the same text, again with nothing else
-  in between, ends the agent like a kill;
+  not take, or, told by ``failed_output``, a final answer that failed the output's validation,
+  recorded by how it failed) and a **text** answer the framework did not take as final
+  (``model.text``) are judged by ``dedup`` and ``cycle``: the same rejected call, or the same
+  text, again with nothing else in between, ends the agent like a kill;
 - a call whose tool calls the framework accepted is only counted: the tool calls themselves are
   judged in the invocation's run, where a poller's kind and a tool's own settings are known;
 - ``max_model_calls`` (off by default) ends the agent instead of the model call after the N-th
@@ -113,13 +114,22 @@ class ModelCalls:
         toward ``max_model_calls``. The detection that ends the agent, or None."""
         return self._judge(self.run_of(run), f"{MODEL}.rejected", calls, None, True, None)
 
+    def failed_output(self, run: Run, failure: Any) -> Detection | None:
+        """The framework sent the model's final answer (a model call already recorded) back for
+        a retry because it failed the output's validation; ``failure`` is how it failed (the
+        errors, without the values the model wrote): judged as a rejected call, so the same
+        failure again and again ends the agent, whatever the text. The detection, or None."""
+        return self._judge(self.run_of(run), f"{MODEL}.rejected", (), None, True, None,
+                           arguments={"output": failure})
+
     def _judge(self, mine: Run, name: str, calls: Sequence[tuple[str, Any]], text: str | None,
-               rejected: bool, tokens: float | None) -> Detection | None:
+               rejected: bool, tokens: float | None,
+               arguments: dict[str, Any] | None = None) -> Detection | None:
         judge = self._counted if name == MODEL else self._judged
         with within(mine):
-            outcome = judge.begin(name, asked(calls, text))
+            outcome = judge.begin(name, arguments if arguments is not None else asked(calls, text))
             if outcome.killed is not None:
-                return _told(outcome.killed, calls)
+                return _told(outcome.killed, calls, output=arguments is not None)
             if outcome.pending is not None:
                 outcome.pending.enter()
                 if tokens:
@@ -136,11 +146,14 @@ class ModelCalls:
             closer()  # closes the model calls' run, once
 
 
-def _told(detection: Detection, calls: Sequence[tuple[str, Any]]) -> Detection:
+def _told(detection: Detection, calls: Sequence[tuple[str, Any]], *, output: bool = False) -> Detection:
     """The detection, its message said of model calls (the model reads it as the reason)."""
     if detection.kind == "limit":
         return detection
-    if detection.fn == f"{MODEL}.text":
+    if output:
+        what = ("wrote a final answer that fails the output's validation the same way again and "
+                "again")
+    elif detection.fn == f"{MODEL}.text":
         what = "answered with the same text again and again, and it does not end the task"
     else:
         names = ", ".join(sorted({f"`{name}`" for name, _ in calls})) or "a tool"

@@ -32,6 +32,7 @@ Install with ``pip install 'fuzeguard[langchain]'``.
 from __future__ import annotations
 
 import os
+import re
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractContextManager, nullcontext
@@ -57,6 +58,7 @@ from fuzeguard.integrations._calls import (
 from fuzeguard.integrations._calls import (
     exit_behavior as exit_behavior_of,
 )
+from fuzeguard.integrations._langchain_inner import InnerAgents
 from fuzeguard.integrations._model_calls import ModelCalls
 from fuzeguard.integrations._runs import MAX_KEYED_RUNS, new_run, user_run, within
 from fuzeguard.integrations._wrap_up import DEFAULT_TIMEOUT, WrapUp, answer
@@ -100,6 +102,7 @@ class LoopGuardMiddleware(AgentMiddleware):
         self.calls = ToolCalls(**options)
         self._runs: OrderedDict[str, Run] = OrderedDict()  # the invocations under way, by id
         self._guarded_twice = GuardedTwice("LoopGuardMiddleware")
+        self._inner = InnerAgents(self.calls)  # agents a tool invokes without a middleware
         self._lock = new_lock()
 
     state_schema = GuardState
@@ -152,9 +155,15 @@ class LoopGuardMiddleware(AgentMiddleware):
                     return handler(request)
                 except LoopDetected as exc:
                     return self._answer(call, Outcome(killed=exc))
-            outcome, result = self.calls.call(
-                call["name"], call.get("args"), lambda: handler(request), shown=_shown
-            )
+            with self._inner.watching(request, current_run(), _shown) as inner:
+                try:
+                    outcome, result = self.calls.call(
+                        call["name"], call.get("args"), lambda: handler(request), shown=_shown
+                    )
+                except LoopDetected as exc:
+                    if exc is not inner.stopped:
+                        raise
+                    return _inner_stopped(call, exc)
         return _noted(result, outcome) if outcome.runs else self._answer(call, outcome)
 
     async def awrap_tool_call(
@@ -167,9 +176,15 @@ class LoopGuardMiddleware(AgentMiddleware):
                     return await handler(request)
                 except LoopDetected as exc:
                     return self._answer(call, Outcome(killed=exc))
-            outcome, result = await self.calls.acall(
-                call["name"], call.get("args"), lambda: handler(request), shown=_shown
-            )
+            with self._inner.watching(request, current_run(), _shown) as inner:
+                try:
+                    outcome, result = await self.calls.acall(
+                        call["name"], call.get("args"), lambda: handler(request), shown=_shown
+                    )
+                except LoopDetected as exc:
+                    if exc is not inner.stopped:
+                        raise
+                    return _inner_stopped(call, exc)
         return _noted(result, outcome) if outcome.runs else self._answer(call, outcome)
 
     def _answer(self, call: Any, outcome: Outcome) -> ToolMessage:
@@ -230,15 +245,21 @@ class LoopGuardMiddleware(AgentMiddleware):
         if message is None:
             return None
         offered = {_tool_name(tool) for tool in request.tools or ()}
+        # The structured output's calls are answered in the model step itself (response_format)
+        answered = _answered(response)
         calls = [(c["name"], c.get("args")) for c in message.tool_calls]
         bad = [(c.get("name") or "?", c.get("args")) for c in message.invalid_tool_calls]
         usage = message.usage_metadata
         run = self._run_of(request.state) or current_run()
         detection = self.model_calls.record(
             run, calls + bad, None if calls or bad else message.text,
-            rejected=bool(bad) or any(name not in offered for name, _ in calls),
+            rejected=bool(bad) or any(c["name"] not in offered and c.get("id") not in answered
+                                      for c in message.tool_calls),
             final=not calls and not bad, tokens=usage.get("total_tokens") if usage else None,
         )
+        failure = _failed_output(response, answered)
+        if detection is None and failure:
+            detection = self.model_calls.failed_output(run, failure)
         return self._ending(run, detection)
 
     def _over_limit(self, request: Any) -> Detection | None:
@@ -298,11 +319,36 @@ class LoopGuardMiddleware(AgentMiddleware):
         return None
 
 
+def _inner_stopped(call: Any, stopped: LoopDetected) -> ToolMessage:
+    """The answer to a tool call whose inner agent a loop ended (``_langchain_inner``): the
+    inner agent's stop message, which the outer model reads as the tool's result."""
+    return ToolMessage(content=final_message(stopped.detection), tool_call_id=call["id"],
+                       name=call["name"], status="error", artifact={_MARK: "inner"})
+
+
 def _last_ai(response: Any) -> AIMessage | None:
     """The model's message in a model call's response (a ``ModelResponse`` or the message)."""
     messages = getattr(response, "result", None) or [response]
     found = [m for m in messages if isinstance(m, AIMessage)]
     return found[-1] if found else None
+
+
+def _answered(response: Any) -> dict[Any, ToolMessage]:
+    """The tool calls a model step answered itself, by id: a structured output's
+    (``response_format``), with its result or the error that sends it back for a retry."""
+    return {m.tool_call_id: m for m in getattr(response, "result", None) or ()
+            if isinstance(m, ToolMessage)}
+
+
+_VALUE = re.compile(r"input_value=.*?, input_type=", re.S)
+
+
+def _failed_output(response: Any, answered: dict[Any, ToolMessage]) -> list[str]:
+    """How a structured output the model step sent back for a retry failed: each error's text
+    without the values the model wrote (empty when the step took it)."""
+    if getattr(response, "structured_response", None) is not None:
+        return []
+    return [_VALUE.sub("input_type=", str(m.content)) for m in answered.values()]
 
 
 def _tool_name(tool: Any) -> Any:

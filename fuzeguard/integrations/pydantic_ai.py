@@ -62,6 +62,7 @@ from fuzeguard.integrations._calls import (
 )
 from fuzeguard.integrations._calls import exit_behavior as exit_behavior_of
 from fuzeguard.integrations._model_calls import ModelCalls
+from fuzeguard.integrations._pydantic_ai_inner import InnerAgents, guarded_here
 from fuzeguard.integrations._runs import InvocationRuns, invocation, invocation_run, open_run, within
 from fuzeguard.integrations._wrap_up import DEFAULT_TIMEOUT, WrapUp, answer
 
@@ -78,10 +79,12 @@ class LoopGuardToolset(WrapperToolset[Any]):
 
     calls: ToolCalls = field(default_factory=ToolCalls)
     runs: InvocationRuns = field(default_factory=InvocationRuns)
+    inner: InnerAgents = field(default_factory=InnerAgents)  # agents a tool runs unguarded
 
     async def call_tool(
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
     ) -> Any:
+        guarded_here()  # a tool of a guarded agent: an agent a tool of another runs is guarded
         if open_run() is None:  # neither the user's run nor LoopGuard's: the run's own
             with within(self.runs.kept(ctx.usage, "pydantic-ai-run")):
                 return await self._call(name, tool_args, ctx, tool)
@@ -93,9 +96,10 @@ class LoopGuardToolset(WrapperToolset[Any]):
         if guarded(_function(tool)):
             # Judged once, by the function's own guard: its kill ends the run the same way.
             return await self.wrapped.call_tool(name, tool_args, ctx, tool)
-        outcome, result = await self.calls.acall(
-            name, tool_args, lambda: self.wrapped.call_tool(name, tool_args, ctx, tool)
-        )
+        with self.inner.watching(name, ctx.usage):
+            outcome, result = await self.calls.acall(
+                name, tool_args, lambda: self.wrapped.call_tool(name, tool_args, ctx, tool)
+            )
         if outcome.runs:
             return _noted(result, outcome)
         if outcome.skipped is not None:
@@ -150,13 +154,15 @@ class LoopGuard(AbstractCapability[Any]):
         self.calls = ToolCalls(**options)
         self._exchange: list[Any] = []  # the run's last model request and response (for_run)
         self._guarded_twice = GuardedTwice("the LoopGuard capability")
+        self._inner = InnerAgents()
 
     def get_wrapper_toolset(self, toolset: AbstractToolset[Any]) -> AbstractToolset[Any] | None:
         for name in _guarded_tools(toolset):  # said as the run starts, before any tool runs
             self._guarded_twice.say(name)
-        return LoopGuardToolset(toolset, self.calls)
+        return LoopGuardToolset(toolset, self.calls, inner=self._inner)
 
     async def wrap_run(self, ctx: RunContext[Any], *, handler: Any) -> AgentRunResult[Any]:
+        guarded_here()
         with invocation("pydantic-ai-run"):
             return await handler()  # type: ignore[no-any-return]
 
@@ -177,6 +183,9 @@ class LoopGuard(AbstractCapability[Any]):
             return request_context
         retried = _retried(messages, request_context.model_request_parameters.tool_defs)
         detection = self.model_calls.rejection(current, retried) if retried else None
+        failure = _failed_output(messages)
+        if detection is None and failure is not None:
+            detection = self.model_calls.failed_output(current, failure)
         detection = detection or self.model_calls.over_limit(current)
         if detection is not None:  # ended by on_run_error, as a kill
             raise LoopDetected(detection, self.model_calls.run_of(current).stats())
@@ -241,7 +250,11 @@ async def _ask_final(ctx: RunContext[Any], history: list[Any], detection: Detect
         raise TypeError(f"a {type(model).__name__} takes no single request")
     settings: Any = ctx.model_settings if isinstance(ctx.model_settings, dict) else None
     parameters = ModelRequestParameters(function_tools=[], allow_text_output=True, output_mode="text")
-    return await model.request([*history, ModelRequest(parts=parts)], settings, parameters)
+    messages: list[Any] = [*history, ModelRequest(parts=parts)]
+    prepare = getattr(model, "prepare_messages", None)
+    if prepare is not None:  # Pydantic AI's own parts (a retry's feedback) in every model's shape
+        messages = prepare(messages, parameters)
+    return await model.request(messages, settings, parameters)
 
 
 def _function(tool: Any) -> Any:
@@ -284,6 +297,25 @@ def _retried(messages: list[Any], offered: Any) -> list[tuple[str, Any]]:
             if getattr(part, "tool_call_id", None) in asked and (
                 isinstance(part, RetryPromptPart)
                 or getattr(part, "outcome", None) == "retried")]
+
+
+def _failed_output(messages: list[Any]) -> Any:
+    """How the model's last answer failed the output's validation, as the request now being made
+    sends it back for a retry (a text answer: native or prompted structured output, an output
+    validator's ``ModelRetry``): the errors without the values the model wrote, or the retry's
+    text; None when the last answer was not sent back."""
+    if len(messages) < 2 or not isinstance(messages[-2], ModelResponse) or messages[-2].tool_calls:
+        return None
+    sent_back = [part for part in getattr(messages[-1], "parts", ())
+                 if type(part).__name__ == "RetryFeedbackPart"  # Pydantic AI 2.x
+                 or (isinstance(part, RetryPromptPart) and part.tool_name is None)]
+    if not sent_back:
+        return None
+    content = sent_back[-1].content
+    if isinstance(content, list):
+        return [{key: error.get(key) for key in ("type", "loc", "msg")} for error in content
+                if isinstance(error, dict)]
+    return str(content)
 
 
 def _written(reply: ModelResponse | None) -> str | None:
