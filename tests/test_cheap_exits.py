@@ -372,7 +372,7 @@ def test_the_progress_layers_news_is_a_unit_of_the_answer_in_none_of_the_earlier
 
     answers = []
     for _ in range(2000):
-        size = rng.choice((1, 3, _NEWS_AT_ONCE - 1, _NEWS_AT_ONCE, _NEWS_AT_ONCE + 1, 150))
+        size = rng.choice((1, 2, 3, 4, _NEWS_AT_ONCE - 1, _NEWS_AT_ONCE, _NEWS_AT_ONCE + 1, 150))
         pool = words[:rng.choice((size, size + 2, 2 * size, 400))]
         content = frozenset(rng.sample(pool, min(size, len(pool))))
         earlier = [record(i, frozenset(rng.sample(pool, rng.randint(0, len(pool)))), "search")

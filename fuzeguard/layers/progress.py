@@ -189,6 +189,8 @@ def nothing_found(record: CallRecord) -> bool:
 
 # Answers of up to this many content units are compared with the others' in one set difference.
 _NEWS_AT_ONCE: Final = 64
+# The units of an answer looked up one by one before the rest are compared at once.
+_FIRST_LOOKS: Final = 2
 
 
 def _news(record: CallRecord, earlier: Iterable[CallRecord]) -> bool:
@@ -214,6 +216,16 @@ def _news(record: CallRecord, earlier: Iterable[CallRecord]) -> bool:
             keep(units)
     if not known:
         return True
+    # Most answers that bring something new do so in their first units: those are looked up one
+    # by one, stopping at the first new one (a few lookups instead of one per unit and set).
+    for unit in islice(content, _FIRST_LOOKS):
+        for units in known:
+            if unit in units:
+                break
+        else:
+            return True
+    if len(content) <= _FIRST_LOOKS:
+        return False
     if len(content) <= _NEWS_AT_ONCE:
         # A small answer: the units in none of the others' in one set difference (no Python
         # loop over units and sets).
