@@ -29,16 +29,16 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from fuzeguard._private.exceptions import LoopDetected
-from fuzeguard._private.forksafe import new_lock
-from fuzeguard._private.guard import Guard, Pending, Skipped, guard
-from fuzeguard._private.log import emit
-from fuzeguard._private.records import Detection
+from fuzeguard._private.meaning.records import Detection
+from fuzeguard._private.publish.log import emit
+from fuzeguard._private.runs.exceptions import LoopDetected
+from fuzeguard._private.runs.forksafe import new_lock
+from fuzeguard._private.runs.guard import Guard, Pending, Skipped, guard
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-    from fuzeguard._private.options import ToolOptions
+    from fuzeguard._private.configuration.options import ToolOptions
 
 T = TypeVar("T")
 MAX_TOOLS = 1024  # guards kept per integration; the oldest tool name is forgotten beyond that

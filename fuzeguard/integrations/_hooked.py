@@ -19,8 +19,8 @@ from collections import OrderedDict
 from collections.abc import Hashable, Mapping
 from typing import Any
 
-from fuzeguard._private.forksafe import new_lock
-from fuzeguard._private.run import Run, current_run, make_current, restore_current
+from fuzeguard._private.runs.forksafe import new_lock
+from fuzeguard._private.runs.run import Run, current_run, make_current, restore_current
 from fuzeguard.integrations._calls import Outcome, ToolCalls
 from fuzeguard.integrations._runs import _opened, new_run, user_run, within
 

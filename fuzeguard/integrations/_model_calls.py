@@ -32,11 +32,11 @@ import weakref
 from collections.abc import Sequence
 from typing import Any
 
-from fuzeguard._private.forksafe import new_lock
-from fuzeguard._private.guard import add_cost
-from fuzeguard._private.log import emit
-from fuzeguard._private.records import Detection
-from fuzeguard._private.run import Run
+from fuzeguard._private.meaning.records import Detection
+from fuzeguard._private.publish.log import emit
+from fuzeguard._private.runs.forksafe import new_lock
+from fuzeguard._private.runs.guard import add_cost
+from fuzeguard._private.runs.run import Run
 from fuzeguard.integrations._calls import ToolCalls
 from fuzeguard.integrations._runs import within
 

@@ -19,9 +19,9 @@ import threading
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from fuzeguard._private.log import emit
-from fuzeguard._private.records import Detection
-from fuzeguard._private.secrets import exception_text
+from fuzeguard._private.meaning.records import Detection
+from fuzeguard._private.meaning.secrets import exception_text
+from fuzeguard._private.publish.log import emit
 from fuzeguard.integrations._calls import final_answer
 
 T = TypeVar("T")

@@ -41,8 +41,8 @@ from agent_framework import (
     ResponseStream,
 )
 
-from fuzeguard._private.exceptions import LoopDetected
-from fuzeguard._private.run import current_run, make_current, restore_current
+from fuzeguard._private.runs.exceptions import LoopDetected
+from fuzeguard._private.runs.run import current_run, make_current, restore_current
 from fuzeguard.integrations._calls import (
     ExitBehavior,
     ToolCalls,
@@ -57,7 +57,7 @@ from fuzeguard.integrations._wrap_up import DEFAULT_TIMEOUT, WrapUp, answer
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-    from fuzeguard._private.options import ToolOptions
+    from fuzeguard._private.configuration.options import ToolOptions
 
 Next = Callable[[], Awaitable[None]]
 

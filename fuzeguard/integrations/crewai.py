@@ -42,9 +42,9 @@ from crewai.hooks import (
 )
 from crewai.hooks.dispatch import HookAborted
 
-from fuzeguard._private.exceptions import LoopDetected
-from fuzeguard._private.forksafe import new_lock
-from fuzeguard._private.run import Run
+from fuzeguard._private.runs.exceptions import LoopDetected
+from fuzeguard._private.runs.forksafe import new_lock
+from fuzeguard._private.runs.run import Run
 from fuzeguard.integrations._calls import (
     ExitBehavior,
     Outcome,
@@ -61,7 +61,7 @@ from fuzeguard.integrations._wrap_up import WrapUp
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-    from fuzeguard._private.options import ToolOptions
+    from fuzeguard._private.configuration.options import ToolOptions
 
 _MAX_IN_FLIGHT = 1024
 # Calls being judged, by id of their tool_input dict (shared by every hook of one call): the guard

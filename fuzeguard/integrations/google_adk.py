@@ -37,8 +37,8 @@ from google.adk.tools.base_tool import BaseTool
 from google.adk.tools.tool_context import ToolContext
 from google.genai import types
 
-from fuzeguard._private.exceptions import LoopDetected
-from fuzeguard._private.forksafe import new_lock
+from fuzeguard._private.runs.exceptions import LoopDetected
+from fuzeguard._private.runs.forksafe import new_lock
 from fuzeguard.integrations._calls import (
     ToolCalls,
     final_answer,
@@ -52,7 +52,7 @@ from fuzeguard.integrations._wrap_up import WrapUp
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-    from fuzeguard._private.options import ToolOptions
+    from fuzeguard._private.configuration.options import ToolOptions
 
 _MAX_KILLED = 1024  # sessions whose last kill is kept for ``killed``
 

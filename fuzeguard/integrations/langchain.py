@@ -42,10 +42,10 @@ from langchain.agents.middleware.types import PrivateStateAttr
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from typing_extensions import NotRequired
 
-from fuzeguard._private.exceptions import LoopDetected
-from fuzeguard._private.forksafe import new_lock
-from fuzeguard._private.records import Detection
-from fuzeguard._private.run import Run, current_run
+from fuzeguard._private.meaning.records import Detection
+from fuzeguard._private.runs.exceptions import LoopDetected
+from fuzeguard._private.runs.forksafe import new_lock
+from fuzeguard._private.runs.run import Run, current_run
 from fuzeguard.integrations._calls import (
     GuardedTwice,
     Outcome,
@@ -64,7 +64,7 @@ from fuzeguard.integrations._wrap_up import DEFAULT_TIMEOUT, WrapUp, answer
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-    from fuzeguard._private.options import ToolOptions
+    from fuzeguard._private.configuration.options import ToolOptions
 
 ExitBehavior = Literal["end", "error", "continue"]
 _MARK = "fuzeguard"  # key in a refused call's ToolMessage.artifact (never sent to the model)

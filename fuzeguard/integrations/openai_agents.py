@@ -60,9 +60,9 @@ from agents.tool_guardrails import (
     ToolOutputGuardrailData,
 )
 
-from fuzeguard._private.forksafe import new_lock
-from fuzeguard._private.records import Detection
-from fuzeguard._private.run import Run
+from fuzeguard._private.meaning.records import Detection
+from fuzeguard._private.runs.forksafe import new_lock
+from fuzeguard._private.runs.run import Run
 from fuzeguard.integrations._calls import (
     ExitBehavior,
     Outcome,
@@ -81,7 +81,7 @@ from fuzeguard.integrations._wrap_up import DEFAULT_TIMEOUT, WrapUp, answer
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-    from fuzeguard._private.options import ToolOptions
+    from fuzeguard._private.configuration.options import ToolOptions
 
 _OWNER = "_fuzeguard_guard"  # the LoopGuard that protected an agent first, on the agent
 # The ToolContext of the tool call the current task runs (set in the task that runs it): a

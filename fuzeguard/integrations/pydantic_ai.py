@@ -48,8 +48,8 @@ from pydantic_ai.run import AgentRunResult
 from pydantic_ai.toolsets import AbstractToolset, WrapperToolset
 from pydantic_ai.toolsets.abstract import ToolsetTool
 
-from fuzeguard._private.exceptions import LoopDetected
-from fuzeguard._private.records import Detection
+from fuzeguard._private.meaning.records import Detection
+from fuzeguard._private.runs.exceptions import LoopDetected
 from fuzeguard.integrations._calls import (
     ExitBehavior,
     GuardedTwice,
@@ -68,7 +68,7 @@ from fuzeguard.integrations._wrap_up import DEFAULT_TIMEOUT, WrapUp, answer
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-    from fuzeguard._private.options import ToolOptions
+    from fuzeguard._private.configuration.options import ToolOptions
 
 
 

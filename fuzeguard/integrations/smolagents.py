@@ -37,10 +37,10 @@ from typing import TYPE_CHECKING, Any
 from smolagents import Tool, tool
 from smolagents.memory import ActionStep, FinalAnswerStep
 
-from fuzeguard._private.exceptions import LoopDetected
-from fuzeguard._private.guard import guard
-from fuzeguard._private.records import Detection
-from fuzeguard._private.run import Run, current_run
+from fuzeguard._private.meaning.records import Detection
+from fuzeguard._private.runs.exceptions import LoopDetected
+from fuzeguard._private.runs.guard import guard
+from fuzeguard._private.runs.run import Run, current_run
 from fuzeguard.integrations._calls import (
     ExitBehavior,
     ToolCalls,
@@ -56,7 +56,7 @@ from fuzeguard.integrations._wrap_up import DEFAULT_TIMEOUT, WrapUp, answer
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-    from fuzeguard._private.options import GuardOptions, ToolOptions
+    from fuzeguard._private.configuration.options import GuardOptions, ToolOptions
 
 _MARK = "_fuzeguard_protected"
 
