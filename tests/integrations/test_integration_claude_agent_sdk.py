@@ -210,7 +210,8 @@ def test_the_docs_example_runs_and_prints_what_the_page_shows(
     import claude_agent_sdk._internal.client as sdk_client
 
     code, shown = side_example(
-        "# with Claude Code (run by tests/integrations/test_integration_claude_agent_sdk.py, the CLI's side scripted)"
+        "# with Claude Code (run by tests/integrations/test_integration_claude_agent_sdk.py,"
+        " the CLI's side scripted)"
     )
     def stuck(prompt: str, read: list[str]) -> Step:
         return "search", {"query": "laptops"}

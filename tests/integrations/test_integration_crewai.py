@@ -14,13 +14,14 @@ import pytest
 from tests.helpers.stuck_agents import ACTIONS, ROOT, VARIANTS, Behaviour, check, short, side_example
 
 WRAP_UP = "what I found before I was stopped, for"  # crewai_stuck.WRAP_UP (CrewAI is not here)
+HELPERS = Path(__file__).resolve().parents[1] / "helpers"
 
 
 @pytest.fixture(scope="module")
 def measured(crewai_python: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     out = tmp_path_factory.mktemp("crewai") / "measured.json"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([crewai_python, str(Path(__file__).resolve().parents[1] / "helpers" / "crewai_stuck.py"), str(out)],
+    done = subprocess.run([crewai_python, str(HELPERS / "crewai_stuck.py"), str(out)],
                           cwd=out.parent, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     result: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))

@@ -15,13 +15,14 @@ from tests.helpers.served import check_served
 from tests.helpers.stuck_agents import ACTIONS, ROOT, VARIANTS, Behaviour, check, short, side_example
 
 STOP = "Tool calls in this session are stopped"
+HELPERS = Path(__file__).resolve().parents[1] / "helpers"
 
 
 @pytest.fixture(scope="module")
 def measured(mcp1_python: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     out = tmp_path_factory.mktemp("mcp1") / "measured.json"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([mcp1_python, str(Path(__file__).resolve().parents[1] / "helpers" / "mcp1_stuck.py"), str(out)],
+    done = subprocess.run([mcp1_python, str(HELPERS / "mcp1_stuck.py"), str(out)],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     result: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))

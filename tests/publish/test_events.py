@@ -278,4 +278,4 @@ def test_private_modules_import_each_other_without_cycles() -> None:
 def test_the_run_never_imports_the_trace_recorder() -> None:
     """The run publishes; the recorder subscribes (``sinks.py``): run.py names no trace code."""
     source = (PACKAGE / "_private" / "runs" / "run.py").read_text()
-    assert "_private.trace" not in source and "_private import trace" not in source
+    assert "publish.trace" not in source and "publish import trace" not in source
