@@ -6,8 +6,8 @@ Every key, its type, default, bounds, documentation and origin live in code
 (``fuzeguard._private.configuration.schema.schema()``, built from ``Settings`` and the built-in
 layers), so both files are written from there and never drift from it:
 ``tests/docs/test_config_docs.py`` fails when the committed files differ from what this script
-writes (for ``options.py``, the lines between its ``generated`` markers; the rest of that file is written by hand). Re-run it after adding or
-changing a setting::
+writes (for ``options.py``, the lines between its ``generated`` markers; the rest of that file is
+written by hand). Re-run it after adding or changing a setting::
 
     python scripts/gen_config_docs.py            # rewrite both files
     python scripts/gen_config_docs.py --check    # exit 1 if either file is out of date
