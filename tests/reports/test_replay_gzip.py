@@ -15,6 +15,7 @@ import pytest
 
 from fuzeguard import Config
 from fuzeguard._private import cli
+from fuzeguard._private.cli import common
 from fuzeguard._private.reports.replay import Replayer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -140,7 +141,7 @@ def test_the_progress_bar_counts_a_gzip_trace_by_its_uncompressed_size(tmp_path:
     text = _text(STUCK * 100)
     path = tmp_path / "big.jsonl.gz"
     path.write_bytes(gzip.compress(text))
-    assert cli._text_size(str(path)) == len(text)
+    assert common._text_size(str(path)) == len(text)
     plain = tmp_path / "big.jsonl"
     plain.write_bytes(text)
-    assert cli._text_size(str(plain)) == len(text)
+    assert common._text_size(str(plain)) == len(text)

@@ -15,8 +15,10 @@ import pytest
 
 from fuzeguard import Config
 from fuzeguard._private import cli
-from fuzeguard._private.reports.replay import Problem, ReplayedDetection, Replayer
+from fuzeguard._private.cli import common, parser
+from fuzeguard._private.reports.replay import Replayer
 from fuzeguard._private.reports.replay_pool import replay_files
+from fuzeguard._private.reports.replayed import Problem, ReplayedDetection
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPORA = [str(ROOT / "benchmarks" / "corpora" / name / "traces") for name in ("peers", "real")]
@@ -25,7 +27,7 @@ EXAMPLES = ROOT / "examples" / "traces"
 
 def _replay(*args: str, jobs: int) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
-    parsed = cli._parser().parse_args(["replay", *args, "-j", str(jobs)])
+    parsed = parser._parser().parse_args(["replay", *args, "-j", str(jobs)])
     if parsed.compare is not None:
         status = cli.compare(parsed.traces, *parsed.compare, fmt=parsed.format, jobs=parsed.jobs,
                              out=out, err=err)
@@ -128,10 +130,10 @@ def test_jobs_must_be_a_whole_number_of_processes(
 
 
 def test_small_traces_replay_in_this_process_by_default() -> None:
-    assert cli._processes(None, 50, 1024) == 1
-    assert cli._processes(None, 50, cli.PARALLEL_BYTES) >= 1
-    assert cli._processes(4, 2, 0) == 2
-    assert cli._processes(3, 50, 0) == 3
+    assert common._processes(None, 50, 1024) == 1
+    assert common._processes(None, 50, common.PARALLEL_BYTES) >= 1
+    assert common._processes(4, 2, 0) == 2
+    assert common._processes(3, 50, 0) == 3
 
 
 def test_workers_are_forked_only_from_a_process_that_runs_no_other_thread() -> None:
