@@ -9,7 +9,9 @@ from typing import Any
 import pytest
 
 from fuzeguard import Config
-from fuzeguard._private.reports.replay import Replayer, TraceSummary, trace_files
+from fuzeguard._private.reports.replay import Replayer
+from fuzeguard._private.reports.replayed import TraceSummary
+from fuzeguard._private.reports.trace_reading import trace_files
 
 
 def _write(path: Path, lines: list[dict[str, Any] | str]) -> str:

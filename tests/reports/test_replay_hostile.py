@@ -25,7 +25,9 @@ import pytest
 import fuzeguard
 from fuzeguard import Config
 from fuzeguard._private import cli
-from fuzeguard._private.reports.replay import Replayer, TraceSummary, bounded_lines
+from fuzeguard._private.reports.replay import Replayer
+from fuzeguard._private.reports.replayed import TraceSummary
+from fuzeguard._private.reports.trace_reading import bounded_lines
 
 FUZE = os.path.join(os.path.dirname(sys.executable), "fuze")
 GOOD = {"fn": "t", "args": {"q": 1}, "result": "r", "ts": 0.0}

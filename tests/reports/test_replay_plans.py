@@ -12,7 +12,8 @@ import pytest
 from fuzeguard import Config
 from fuzeguard._private.judging import plan_cache
 from fuzeguard._private.judging.plan_cache import PlanCache, _frozen
-from fuzeguard._private.reports.replay import Replayer, TraceSummary, _replayed
+from fuzeguard._private.reports.replay import Replayer, _replayed
+from fuzeguard._private.reports.replayed import TraceSummary
 
 
 def _write(path: Path, lines: list[dict[str, Any]]) -> str:

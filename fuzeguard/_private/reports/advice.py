@@ -197,7 +197,8 @@ def replayed_with(
     """For each line, the ``Trial`` of the trace replayed with that line added, or None for a
     line that cannot be applied. None when there are no lines or more than
     ``MAX_CHECKED_LINES`` (each is one more replay of the trace)."""
-    from fuzeguard._private.reports.replay import ReplayedDetection, Replayer
+    from fuzeguard._private.reports.replay import Replayer
+    from fuzeguard._private.reports.replayed import ReplayedDetection
     from fuzeguard._private.runs.exceptions import ConfigError
 
     if not lines or len(lines) > MAX_CHECKED_LINES:

@@ -27,17 +27,11 @@ corrupt archive is reported at the line where it broke, after every line before 
 
 from __future__ import annotations
 
-import gzip
-import io
 import json
 import json.scanner
-import math
-import os
 import sys
-import zlib
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
-from typing import IO, Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from fuzeguard._private.configuration.config import Config
 from fuzeguard._private.configuration.schema import plain_data_key, schema
@@ -48,123 +42,40 @@ from fuzeguard._private.judging.plan_cache import PlanCache
 from fuzeguard._private.judging.watch import StreamWatch
 from fuzeguard._private.meaning.kinds import KINDS
 from fuzeguard._private.meaning.outcome import TEXT_ERROR
-from fuzeguard._private.meaning.records import Call, Decision, Detection
+from fuzeguard._private.meaning.records import Call, Decision
 from fuzeguard._private.meaning.values import TAG, decode_value
 from fuzeguard._private.publish.events import Detected, RunKilled
+from fuzeguard._private.reports.replay_run import Published, ReplayClock, ReplayRun
+from fuzeguard._private.reports.replayed import (
+    KEEP_PROBLEMS,
+    Problem,
+    ReplayedDetection,
+    TraceSummary,
+)
+from fuzeguard._private.reports.trace_reading import (
+    MAX_LINE,
+    MAX_LINE_DEPTH,
+    _clip,
+    _finite,
+    _moment,
+    _Overlong,
+    _scanner,
+    _show,
+    _too_deep,
+    _Unreadable,
+    open_trace,
+    trace_files,
+)
 from fuzeguard._private.runs.budget import BUDGETS
 from fuzeguard._private.runs.exceptions import ConfigError, FuzeguardError
-from fuzeguard._private.runs.run import Run
 
-_scanner: Callable[[str, int], tuple[Any, int]] = json.scanner.make_scanner(
-    json.JSONDecoder()  # type: ignore[arg-type]  # typeshed types the context as the class
-)
-_NUMBER = (int, float)
-
-# The longest line read (in characters). Lines are at most a few times trace_max_result_bytes
-# long (64 KiB by default); a longer one is reported and skipped. If its end does not come within
-# as many characters again, the input is taken for something that is not a trace (``fuze replay
-# -`` reading /dev/zero) and the rest of it is not read.
-MAX_LINE = 1 << 28
-# The deepest nesting a line may have. The writer cuts values at 64 levels, and a tagged value
-# takes at most three JSON levels per level of the value.
-MAX_LINE_DEPTH = 200
-# Positions tried when looking for a whole line glued to the fragment of a torn one.
 _RECOVER_TRIES = 16
-# Problems kept in a summary; all are counted and passed to ``on_problem``.
-KEEP_PROBLEMS = 1000
 # Runs of one trace file replayed at once. Runs sharing a file interleave, but only a few at a
 # time; past this many, the run that started first is closed, so a trace of a million run ids
 # replays in bounded memory.
 MAX_OPEN_RUNS = 10_000
 _LINE_START = '{"fn":'
-# The files a directory given to replay stands for.
-TRACE_SUFFIXES = (".jsonl", ".ndjson", ".jsonl.gz", ".ndjson.gz")
 
-
-@dataclass(frozen=True, slots=True)
-class ReplayedDetection:
-    """A detection found while replaying: where (trace, call number, line) and what.
-
-    ``call`` is the 1-based index of the call in the trace: every non-blank line is one call, so
-    for a trace of one run it is the live call index.
-    """
-
-    trace: str
-    call: int
-    line: int
-    run: str | None
-    detection: Detection
-
-    def as_json(self) -> dict[str, Any]:
-        """The ``fuze replay --format json`` object: exactly the eight documented keys."""
-        d = self.detection
-        return {
-            "trace": self.trace,
-            "call": self.call,
-            "fn": d.fn,
-            "layer": d.layer,
-            "action": d.action,
-            "count": d.count,
-            "threshold": d.threshold,
-            "message": d.message,
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class Problem:
-    """A line that could not be replayed as written (it is skipped, or a field is unknown)."""
-
-    trace: str
-    line: int
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.trace}:{self.line}: {self.message}"
-
-
-@dataclass(slots=True)
-class TraceSummary:
-    """What replaying one trace found.
-
-    ``detections`` holds the first ``Replayer.keep`` detections (all by default); ``detected``,
-    ``by_layer`` and ``by_action`` count every one. ``problems`` holds the first ``KEEP_PROBLEMS``
-    problems and ``problem_count`` counts them all. ``ignored_settings`` names the settings the
-    trace recorded that replay ignored because they may name code or files.
-    """
-
-    trace: str
-    calls: int = 0
-    runs: int = 0
-    # Lines that were calls (a JSON object with a "fn"); a file with lines and none of them is
-    # not a trace.
-    call_lines: int = 0
-    detected: int = 0
-    detections: list[ReplayedDetection] = field(default_factory=list)
-    by_layer: dict[str, int] = field(default_factory=dict)
-    by_action: dict[str, int] = field(default_factory=dict)
-    problems: list[Problem] = field(default_factory=list)
-    kills: list[ReplayedDetection] = field(default_factory=list)
-    not_evaluated: int = 0
-    problem_count: int = 0
-    ignored_settings: set[str] = field(default_factory=set)
-
-    @property
-    def killed_runs(self) -> int:
-        """How many runs were killed: a run resumed and killed again is one run killed more
-        than once (``kills`` holds each kill)."""
-        return len({kill.run for kill in self.kills})
-
-
-class _Clock:
-    """The replay clock: the run's time is whatever the last line's ``ts`` said."""
-
-    __slots__ = ("now",)
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def _replayed(**arguments: Any) -> None:
@@ -193,47 +104,6 @@ def _error_object(text: str) -> Exception:
     return cls(message)
 
 
-def _finite(value: Any) -> float | None:
-    """``value`` as a float if it is a finite JSON number, else None (a 400-digit integer too)."""
-    if type(value) not in _NUMBER:
-        return None
-    try:
-        number = float(value)
-    except OverflowError:
-        return None
-    return number if math.isfinite(number) else None
-
-
-def _show(value: Any, limit: int = 60) -> str:
-    """A short repr of a value read from a trace, for messages."""
-    if type(value) is int and not -(10**40) < value < 10**40:
-        return f"a {len(str(abs(value)))}-digit integer"
-    try:
-        text = repr(value)
-    except ValueError:
-        text = f"<{type(value).__name__}>"
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _clip(text: str, limit: int = 200) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _too_deep(value: Any, limit: int) -> bool:
-    """Whether a parsed line nests more than ``limit`` levels (walked without recursion)."""
-    stack = [(value, 1)]
-    pop, push = stack.pop, stack.append
-    while stack:
-        item, depth = pop()
-        if depth > limit:
-            return True
-        children = item.values() if type(item) is dict else item
-        for child in children:
-            if type(child) is dict or type(child) is list:
-                push((child, depth + 1))
-    return False
-
-
 def _code_free(
     recorded: Mapping[Any, Any], summary: TraceSummary, note: Callable[[str], None]
 ) -> dict[str, Any]:
@@ -257,121 +127,6 @@ def _code_free(
     return out
 
 
-class _Overlong:
-    """Stands in for a line longer than the reader's limit; ``ended`` is False when no end of
-    line came within twice the limit and reading stopped."""
-
-    __slots__ = ("ended", "size")
-
-    def __init__(self, size: int, ended: bool) -> None:
-        self.size = size
-        self.ended = ended
-
-
-def bounded_lines(stream: IO[str], limit: int = MAX_LINE) -> Iterator[str | _Overlong]:
-    """The lines of a text stream, each at most ``limit`` characters: a longer line is read
-    through (without keeping it) and yielded as an ``_Overlong``. Memory stays bounded on any
-    input, and endless input without newlines ends after twice the limit."""
-    readline = stream.readline
-    while True:
-        line = readline(limit + 1)
-        if len(line) <= limit or (len(line) == limit + 1 and line[-1] == "\n"):
-            if not line:
-                return
-            yield line
-            continue
-        size = len(line)
-        del line
-        while True:
-            piece = readline(min(limit, 1 << 20))
-            size += len(piece)
-            if not piece or piece[-1] == "\n":
-                yield _Overlong(size - (piece[-1:] == "\n"), True)
-                break
-            if size > 2 * limit:
-                yield _Overlong(size, False)
-                return
-
-
-class _Unreadable:
-    """Marks where a compressed trace broke (truncated or corrupt): nothing after it is read."""
-
-    __slots__ = ("why",)
-
-    def __init__(self, why: str) -> None:
-        self.why = why
-
-
-GZIP_MAGIC = b"\x1f\x8b"
-
-
-def _decompressed(lines: Iterator[str | _Overlong]) -> Iterator[str | _Overlong | _Unreadable]:
-    """The lines of a gzip stream; a truncated or corrupt archive ends them with an
-    ``_Unreadable`` instead of an exception, so every line before the break is replayed."""
-    try:
-        yield from lines
-    except EOFError:
-        yield _Unreadable("the compressed trace ends early (truncated gzip); the rest is lost")
-    except (gzip.BadGzipFile, zlib.error) as exc:
-        yield _Unreadable(f"the compressed trace is corrupt ({_clip(str(exc))}); the rest is not read")
-
-
-def open_trace(
-    binary: io.BufferedReader, limit: int = MAX_LINE
-) -> Iterator[str | _Overlong | _Unreadable]:
-    """The bounded lines of a trace read from a binary stream, decompressed first when it starts
-    with gzip's magic bytes. Bytes that are not UTF-8 are read as U+FFFD."""
-    if binary.peek(2)[:2] == GZIP_MAGIC:
-        unzipped = gzip.GzipFile(fileobj=binary, mode="rb")
-        text = io.TextIOWrapper(unzipped, encoding="utf-8", errors="replace")
-        return _decompressed(bounded_lines(text, limit))
-    return bounded_lines(io.TextIOWrapper(binary, encoding="utf-8", errors="replace"), limit)
-
-
-class ReplayRun(Run):
-    """A run whose time is the trace's, without the standard subscribers: a replay never logs
-    detections as live ones, calls hooks, touches spans or writes a trace."""
-
-    _standard = False
-
-    def __init__(self, name: str | None, config: Config, clock: Callable[[], float]) -> None:
-        self._clock = clock
-        super().__init__(name, config=_storeless(config))
-
-
-# A replay never touches the shared run it replays (FUZE_STORE or the config may name one): its
-# runs take their config with ``store`` unset, made once per config (each trace is a run).
-_STORELESS: dict[int, tuple[Config, Config]] = {}
-_STORELESS_REMEMBERED = 16
-
-
-def _storeless(config: Config) -> Config:
-    entry = _STORELESS.get(id(config))
-    if entry is not None and entry[0] is config:
-        return entry[1]
-    made = config.with_values(validate_code_options({"store": None}, "replay", run_scope=True))
-    if len(_STORELESS) >= _STORELESS_REMEMBERED:
-        _STORELESS.clear()
-    _STORELESS[id(config)] = (config, made)
-    return made
-
-
-class _Published:
-    """What a replayed run published while it replayed a line: its decisions with detections, and
-    the detection that killed it."""
-
-    __slots__ = ("found", "killed")
-
-    def __init__(self) -> None:
-        self.found: list[Decision] = []
-        self.killed: Detection | None = None
-
-    def detected(self, event: Detected) -> None:
-        self.found.append(event.decision)
-
-    def run_killed(self, event: RunKilled) -> None:
-        self.killed = event.detection
-
 
 class _RunReplay:
     """One run being replayed: its ``Run`` (with the replay clock), its functions' plans, and
@@ -394,7 +149,7 @@ class _RunReplay:
             except (ConfigError, TypeError) as exc:
                 problem(f"run settings recorded in the trace ignored: {exc}")
         name = info.get("name") if isinstance(info, dict) else None
-        self.clock = _Clock()
+        self.clock = ReplayClock()
         self.run = ReplayRun(name if isinstance(name, str) else label, config, self.clock)
         self.plans: dict[str, Plan] = {}
         self.shared = replayer.plans  # the replay's, across runs
@@ -408,7 +163,7 @@ class _RunReplay:
         # has done with the line (a report that fails, a closed pipe, is the replayer's to raise).
         # Collected apart from this object, which holds the run: no reference cycle, so a run
         # replayed to its end is freed at once, not by the garbage collector.
-        self.published = _Published()
+        self.published = Published()
         self.run.subscribe(self.published.detected, Detected)
         self.run.subscribe(self.published.run_killed, RunKilled)
         if replayer.on_run is not None:
@@ -886,39 +641,6 @@ class Replayer:
             problem(f'"extra_cost" must be a finite number, got {_show(extra)}; ignored')
 
 
-def _moment(line: str | _Overlong | _Unreadable) -> float:
-    """When a trace line's call began, for merging traces (lines without a time, and lines that
-    cannot be read, sort first). Parsed as replay parses a line: a hostile one is -inf."""
-    if type(line) is not str or line[:1] != "{":
-        return -math.inf
-    try:
-        obj, _ = _scanner(line, 0)
-    except (ValueError, StopIteration, RecursionError):
-        return -math.inf
-    if type(obj) is not dict:
-        return -math.inf
-    for key in ("at", "ts"):
-        value = obj.get(key)
-        if value is not None and type(value) is not bool:
-            moment = _finite(value)
-            if moment is not None:
-                return moment
-    return -math.inf
-
-
-def trace_files(paths: Iterable[str]) -> Iterator[str]:
-    """Expand the command line's TRACE arguments: a directory stands for its ``*.jsonl`` files
-    (and ``*.jsonl.gz``)."""
-    for path in paths:
-        if path != "-" and os.path.isdir(path):
-            for name in sorted(os.listdir(path)):
-                full = os.path.join(path, name)
-                if name.endswith(TRACE_SUFFIXES) and os.path.isfile(full):
-                    yield full
-        else:
-            yield path
-
-
 def replay(
     paths: Iterable[str],
     config: Config | None = None,
@@ -930,12 +652,4 @@ def replay(
     return [replayer.replay_file(path) for path in trace_files(paths)]
 
 
-__all__ = [
-    "MAX_LINE",
-    "Problem",
-    "ReplayedDetection",
-    "Replayer",
-    "TraceSummary",
-    "replay",
-    "trace_files",
-]
+__all__ = ["MAX_OPEN_RUNS", "Replayer", "replay"]

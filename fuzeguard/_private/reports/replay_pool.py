@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from fuzeguard._private.configuration.config import Config
-from fuzeguard._private.reports.replay import Problem, ReplayedDetection, Replayer, TraceSummary
+from fuzeguard._private.reports.replay import Replayer
+from fuzeguard._private.reports.replayed import Problem, ReplayedDetection, TraceSummary
 
 
 class WorkerLost(RuntimeError):

@@ -22,7 +22,8 @@ from fuzeguard._private.reports.timeline import Mark
 
 if TYPE_CHECKING:
     from fuzeguard._private.configuration.config import Config
-    from fuzeguard._private.reports.replay import Problem, ReplayedDetection, ReplayRun, TraceSummary
+    from fuzeguard._private.reports.replay_run import ReplayRun
+    from fuzeguard._private.reports.replayed import Problem, ReplayedDetection, TraceSummary
     from fuzeguard._private.runs.run import Run
 
 # Calls shown as evidence, newest last.
@@ -126,8 +127,9 @@ def trace_reports(
     """The report of each run recorded in the traces (or directories of them), replayed under
     ``config`` through the same decision path as live calls (``replay.py``), with the outcome
     each trace records. ``on_summary`` gets what replaying each trace found."""
-    from fuzeguard._private.reports.replay import Replayer, trace_files
+    from fuzeguard._private.reports.replay import Replayer
     from fuzeguard._private.reports.timeline import Timeline
+    from fuzeguard._private.reports.trace_reading import trace_files
 
     runs: dict[int, tuple[Run, RecordedRun]] = {}
 
