@@ -9,13 +9,9 @@ from __future__ import annotations
 from fuzeguard._private.configuration.config import Config
 from fuzeguard._private.meaning.records import Call, CallRecord, Decision, Detection, LimitUsage, RunStats
 from fuzeguard._private.runs.ask import Question
-from fuzeguard._private.runs.exceptions import (
-    ConfigError,
-    FuzeguardError,
-    LoopDetected,
-    StoreUnavailable,
-)
+from fuzeguard._private.runs.exceptions import ConfigError, FuzeguardError, StoreUnavailable
 from fuzeguard._private.runs.guard import add_cost, guard
+from fuzeguard._private.runs.loop_detected import LoopDetected
 from fuzeguard._private.runs.public import name_classes as _name_classes
 from fuzeguard._private.runs.run import Run, current_run, run
 

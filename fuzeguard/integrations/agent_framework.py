@@ -41,18 +41,18 @@ from agent_framework import (
     ResponseStream,
 )
 
-from fuzeguard._private.runs.exceptions import LoopDetected
+from fuzeguard._private.runs.loop_detected import LoopDetected
 from fuzeguard._private.runs.run import current_run, make_current, restore_current
-from fuzeguard.integrations._calls import (
+from fuzeguard.integrations._shared.calls import (
     ExitBehavior,
     ToolCalls,
     final_answer,
     stop_message,
     wrap_up_request,
 )
-from fuzeguard.integrations._calls import exit_behavior as exit_behavior_of
-from fuzeguard.integrations._runs import _opened, invocation, invocation_run, new_run, user_run
-from fuzeguard.integrations._wrap_up import DEFAULT_TIMEOUT, WrapUp, answer
+from fuzeguard.integrations._shared.calls import exit_behavior as exit_behavior_of
+from fuzeguard.integrations._shared.runs import _opened, invocation, invocation_run, new_run, user_run
+from fuzeguard.integrations._shared.wrap_up import DEFAULT_TIMEOUT, WrapUp, answer
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack

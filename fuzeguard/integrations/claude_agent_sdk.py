@@ -32,10 +32,10 @@ from typing import TYPE_CHECKING, Any
 
 from claude_agent_sdk import ClaudeAgentOptions, HookContext, HookMatcher
 
-from fuzeguard._private.runs.exceptions import LoopDetected
 from fuzeguard._private.runs.forksafe import new_lock
-from fuzeguard.integrations._calls import ToolCalls, final_answer, stop_message
-from fuzeguard.integrations._hooked import Invocation, Invocations
+from fuzeguard._private.runs.loop_detected import LoopDetected
+from fuzeguard.integrations._shared.calls import ToolCalls, final_answer, stop_message
+from fuzeguard.integrations._shared.hooked import Invocation, Invocations
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack

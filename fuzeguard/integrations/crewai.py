@@ -42,10 +42,10 @@ from crewai.hooks import (
 )
 from crewai.hooks.dispatch import HookAborted
 
-from fuzeguard._private.runs.exceptions import LoopDetected
 from fuzeguard._private.runs.forksafe import new_lock
+from fuzeguard._private.runs.loop_detected import LoopDetected
 from fuzeguard._private.runs.run import Run
-from fuzeguard.integrations._calls import (
+from fuzeguard.integrations._shared.calls import (
     ExitBehavior,
     Outcome,
     ToolCalls,
@@ -54,9 +54,9 @@ from fuzeguard.integrations._calls import (
     with_notes,
     wrap_up_request,
 )
-from fuzeguard.integrations._calls import exit_behavior as exit_behavior_of
-from fuzeguard.integrations._runs import InvocationRuns, invocation, open_run, user_run, within
-from fuzeguard.integrations._wrap_up import WrapUp
+from fuzeguard.integrations._shared.calls import exit_behavior as exit_behavior_of
+from fuzeguard.integrations._shared.runs import InvocationRuns, invocation, open_run, user_run, within
+from fuzeguard.integrations._shared.wrap_up import WrapUp
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack

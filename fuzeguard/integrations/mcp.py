@@ -54,12 +54,12 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from fuzeguard._private.meaning.secrets import exception_text
 from fuzeguard._private.publish.log import emit
-from fuzeguard._private.runs.exceptions import LoopDetected
 from fuzeguard._private.runs.forksafe import new_lock
 from fuzeguard._private.runs.guard import Guard, Pending, Skipped, guard
+from fuzeguard._private.runs.loop_detected import LoopDetected
 from fuzeguard._private.runs.run import Run, make_current, restore_current
-from fuzeguard.integrations._calls import Outcome, ToolCalls, stop_message, with_notes
-from fuzeguard.integrations._runs import KeyedRuns
+from fuzeguard.integrations._shared.calls import Outcome, ToolCalls, stop_message, with_notes
+from fuzeguard.integrations._shared.runs import KeyedRuns
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack

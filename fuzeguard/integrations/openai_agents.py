@@ -63,7 +63,7 @@ from agents.tool_guardrails import (
 from fuzeguard._private.meaning.records import Detection
 from fuzeguard._private.runs.forksafe import new_lock
 from fuzeguard._private.runs.run import Run
-from fuzeguard.integrations._calls import (
+from fuzeguard.integrations._shared.calls import (
     ExitBehavior,
     Outcome,
     ToolCalls,
@@ -71,12 +71,12 @@ from fuzeguard.integrations._calls import (
     with_notes,
     wrap_up_request,
 )
-from fuzeguard.integrations._calls import (
+from fuzeguard.integrations._shared.calls import (
     exit_behavior as exit_behavior_of,
 )
-from fuzeguard.integrations._model_calls import ModelCalls
-from fuzeguard.integrations._runs import InvocationRuns, adopt, user_run
-from fuzeguard.integrations._wrap_up import DEFAULT_TIMEOUT, WrapUp, answer
+from fuzeguard.integrations._shared.model_calls import ModelCalls
+from fuzeguard.integrations._shared.runs import InvocationRuns, adopt, user_run
+from fuzeguard.integrations._shared.wrap_up import DEFAULT_TIMEOUT, WrapUp, answer
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack

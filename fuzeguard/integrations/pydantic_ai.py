@@ -49,8 +49,8 @@ from pydantic_ai.toolsets import AbstractToolset, WrapperToolset
 from pydantic_ai.toolsets.abstract import ToolsetTool
 
 from fuzeguard._private.meaning.records import Detection
-from fuzeguard._private.runs.exceptions import LoopDetected
-from fuzeguard.integrations._calls import (
+from fuzeguard._private.runs.loop_detected import LoopDetected
+from fuzeguard.integrations._shared.calls import (
     ExitBehavior,
     GuardedTwice,
     Outcome,
@@ -60,10 +60,10 @@ from fuzeguard.integrations._calls import (
     with_notes,
     wrap_up_request,
 )
-from fuzeguard.integrations._calls import exit_behavior as exit_behavior_of
-from fuzeguard.integrations._model_calls import ModelCalls
-from fuzeguard.integrations._runs import InvocationRuns, invocation, invocation_run, open_run, within
-from fuzeguard.integrations._wrap_up import DEFAULT_TIMEOUT, WrapUp, answer
+from fuzeguard.integrations._shared.calls import exit_behavior as exit_behavior_of
+from fuzeguard.integrations._shared.model_calls import ModelCalls
+from fuzeguard.integrations._shared.runs import InvocationRuns, invocation, invocation_run, open_run, within
+from fuzeguard.integrations._shared.wrap_up import DEFAULT_TIMEOUT, WrapUp, answer
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack

@@ -38,10 +38,10 @@ from smolagents import Tool, tool
 from smolagents.memory import ActionStep, FinalAnswerStep
 
 from fuzeguard._private.meaning.records import Detection
-from fuzeguard._private.runs.exceptions import LoopDetected
 from fuzeguard._private.runs.guard import guard
+from fuzeguard._private.runs.loop_detected import LoopDetected
 from fuzeguard._private.runs.run import Run, current_run
-from fuzeguard.integrations._calls import (
+from fuzeguard.integrations._shared.calls import (
     ExitBehavior,
     ToolCalls,
     final_answer,
@@ -49,9 +49,9 @@ from fuzeguard.integrations._calls import (
     with_notes,
     wrap_up_request,
 )
-from fuzeguard.integrations._calls import exit_behavior as exit_behavior_of
-from fuzeguard.integrations._runs import invocation, new_run, user_run, within
-from fuzeguard.integrations._wrap_up import DEFAULT_TIMEOUT, WrapUp, answer
+from fuzeguard.integrations._shared.calls import exit_behavior as exit_behavior_of
+from fuzeguard.integrations._shared.runs import invocation, new_run, user_run, within
+from fuzeguard.integrations._shared.wrap_up import DEFAULT_TIMEOUT, WrapUp, answer
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack

@@ -38,10 +38,10 @@ from strands.hooks import (
 from strands.types.tools import ToolResultContent
 
 from fuzeguard._private.meaning.records import Detection
-from fuzeguard._private.runs.exceptions import LoopDetected
-from fuzeguard.integrations._calls import ToolCalls, stop_message, wrap_up_request
-from fuzeguard.integrations._hooked import Invocation, Invocations
-from fuzeguard.integrations._wrap_up import DEFAULT_TIMEOUT, WrapUp, answer
+from fuzeguard._private.runs.loop_detected import LoopDetected
+from fuzeguard.integrations._shared.calls import ToolCalls, stop_message, wrap_up_request
+from fuzeguard.integrations._shared.hooked import Invocation, Invocations
+from fuzeguard.integrations._shared.wrap_up import DEFAULT_TIMEOUT, WrapUp, answer
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack

@@ -16,7 +16,7 @@ from strands import Agent, tool
 from strands.models.model import Model
 from structlog.testing import capture_logs
 
-from fuzeguard.integrations._runs import KeyedRuns
+from fuzeguard.integrations._shared.runs import KeyedRuns
 from fuzeguard.integrations.strands import STATE_KEY, LoopGuard
 from tests.helpers.served import ANSWER, CONCURRENT, LEGIT, LOOPING, next_call
 from tests.helpers.stuck_agents import ACTIONS, VARIANTS, WRAP_UP, Tally, script, tools

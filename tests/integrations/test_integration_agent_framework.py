@@ -23,7 +23,7 @@ from agent_framework import (
 from structlog.testing import capture_logs
 
 from fuzeguard import LoopDetected
-from fuzeguard.integrations._runs import KeyedRuns
+from fuzeguard.integrations._shared.runs import KeyedRuns
 from fuzeguard.integrations.agent_framework import LoopGuard
 from tests.helpers.served import ANSWER, CONCURRENT, LEGIT, LOOPING, check_served, next_call
 from tests.helpers.stuck_agents import ACTIONS, VARIANTS, WRAP_UP, Tally, check_run, script, tools

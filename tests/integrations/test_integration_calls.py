@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import fuzeguard
-from fuzeguard.integrations import _calls
-from fuzeguard.integrations._calls import ToolCalls
+from fuzeguard.integrations._shared import calls as _calls
+from fuzeguard.integrations._shared.calls import ToolCalls
 
 
 def test_a_call_by_name_is_fingerprinted_like_a_guarded_function_with_those_arguments() -> None:

@@ -21,7 +21,7 @@ from claude_agent_sdk import (
 from structlog.testing import capture_logs
 
 from fuzeguard import LoopDetected
-from fuzeguard.integrations._runs import KeyedRuns
+from fuzeguard.integrations._shared.runs import KeyedRuns
 from fuzeguard.integrations.claude_agent_sdk import LoopGuard
 from tests.helpers.claude_cli import ScriptedCLI, Step
 from tests.helpers.served import ANSWER, CONCURRENT, LEGIT, LOOPING, check_served, next_call

@@ -24,7 +24,7 @@ from pydantic import Field
 from structlog.testing import capture_logs
 
 from fuzeguard import LoopDetected
-from fuzeguard.integrations._runs import KeyedRuns
+from fuzeguard.integrations._shared.runs import KeyedRuns
 from fuzeguard.integrations.google_adk import LoopGuardPlugin
 from tests.helpers.served import ANSWER, CONCURRENT, LEGIT, LOOPING, check_served, next_call
 from tests.helpers.stuck_agents import ACTIONS, VARIANTS, WRAP_UP, Tally, check_run, script, tools

@@ -9,8 +9,8 @@ import gc
 import fuzeguard
 from fuzeguard import LoopDetected
 from fuzeguard.events import RunClosed
-from fuzeguard.integrations._calls import ToolCalls, final_answer, stop_message, with_notes
-from fuzeguard.integrations._runs import InvocationRuns, KeyedRuns, invocation, user_run
+from fuzeguard.integrations._shared.calls import ToolCalls, final_answer, stop_message, with_notes
+from fuzeguard.integrations._shared.runs import InvocationRuns, KeyedRuns, invocation, user_run
 
 
 def _loop(calls: ToolCalls, n: int) -> list[object]:

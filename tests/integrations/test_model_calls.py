@@ -1,4 +1,4 @@
-"""Model calls as part of an invocation (``integrations/_model_calls.py``), framework apart: what
+"""Model calls as part of an invocation (``integrations/_shared/model_calls.py``), framework apart: what
 is judged, what is only counted, and the limit. The integrations' own tests drive the same
 recorder with each framework's real package and a scripted model."""
 
@@ -10,7 +10,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from fuzeguard._private.runs.run import Run
-from fuzeguard.integrations._model_calls import ModelCalls, asked
+from fuzeguard.integrations._shared.model_calls import ModelCalls, asked
 
 
 def _record(recorder: ModelCalls, run: Run, times: int, **call: Any) -> list[Any]:

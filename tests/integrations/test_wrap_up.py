@@ -1,4 +1,4 @@
-"""The final answer a model writes after a kill (``integrations/_wrap_up.py``), framework apart:
+"""The final answer a model writes after a kill (``integrations/_shared/wrap_up.py``), framework apart:
 when it is asked for, and what a failed or late answer gives. Each integration's own tests ask a
 scripted model through the real framework."""
 
@@ -11,7 +11,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from fuzeguard import Detection
-from fuzeguard.integrations._wrap_up import WrapUp, answer
+from fuzeguard.integrations._shared.wrap_up import WrapUp, answer
 
 LOOP = Detection(layer="dedup", fn="search", message="You called `search` 3 times.")
 

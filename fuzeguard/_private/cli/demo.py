@@ -13,8 +13,8 @@ from typing import Any, Final, TextIO
 
 from fuzeguard._private.configuration.config import Config
 from fuzeguard._private.meaning.records import Detection
-from fuzeguard._private.runs.exceptions import LoopDetected
 from fuzeguard._private.runs.guard import guard
+from fuzeguard._private.runs.loop_detected import LoopDetected
 from fuzeguard._private.runs.run import run
 
 LADDER: Final = ("warn", "skip", "kill")

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypedDict
 if TYPE_CHECKING:
     from fuzeguard._private.judging.layer import Layer
     from fuzeguard._private.meaning.kinds import Kind
-    from fuzeguard._private.runs.run import DetectHook
+    from fuzeguard._private.protocols import DetectHook
 
 Action = Literal["kill", "warn", "skip", "ask"]
 # A step of the ladder or the whole ladder: "kill", or ["warn", "skip", "kill"].

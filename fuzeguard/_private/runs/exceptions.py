@@ -4,17 +4,14 @@ The tree::
 
     FuzeguardError                      base of everything fuzeguard raises
     ├── ConfigError (also ValueError)   a bad fuze.toml, key, type or value
-    └── LoopDetected (also RuntimeError) a run was killed: carries the detection and the stats
+    ├── LoopDetected (also RuntimeError) a run was killed: carries the detection and the stats
+    └── StoreUnavailable                a shared run's store is unreachable under fail_closed
+
+``LoopDetected`` lives in ``loop_detected.py``: it builds the stop report of the run it ended, so it
+sits above the run and the report, while everything here sits below every other module.
 """
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from fuzeguard._private.meaning.records import Detection, RunStats
-    from fuzeguard._private.reports.report import StopReport
-    from fuzeguard._private.runs.run import Run
 
 
 class FuzeguardError(Exception):
@@ -43,38 +40,6 @@ class ConfigError(FuzeguardError, ValueError):
         if file is not None:
             where = f"{file}:{line}: " if line is not None else f"{file}: "
         super().__init__(where + message)
-
-
-class LoopDetected(FuzeguardError, RuntimeError):
-    """Raised when a guarded call is killed: the run is over.
-
-    ``detection`` says which layer fired and why; ``stats`` is the run's usage at that moment.
-    Every later guarded call in the same run raises this again (kill is sticky), so a framework that
-    swallows the exception and retries cannot keep a dead run going.
-    """
-
-    def __init__(self, detection: Detection, stats: RunStats, run: Run | None = None) -> None:
-        self.detection = detection
-        self.stats = stats
-        self.run = run
-        super().__init__(detection.message)
-
-    def report(self) -> StopReport:
-        """The stop report of the run that was killed (``Run.report``); from the detection and
-        the stats alone when that run is not known here."""
-        from fuzeguard._private.reports.report import report_of, report_of_detection
-        from fuzeguard._private.runs.run import current_run
-
-        run = self.run
-        if run is None:
-            current = current_run()
-            run = current if current.id == self.detection.run_id else None
-        if run is not None:
-            return report_of(run)
-        s = self.stats
-        from fuzeguard._private.configuration.config import Config
-
-        return report_of_detection(self.detection, s.calls, s.cost, s.elapsed, s.skipped, Config())
 
 
 class StoreUnavailable(FuzeguardError):

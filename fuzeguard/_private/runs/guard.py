@@ -24,19 +24,14 @@ from fuzeguard._private.judging.plan import Plan, build_plan, check_layer_object
 from fuzeguard._private.judging.watch import StreamWatch
 from fuzeguard._private.meaning.records import Call, Decision, Detection
 from fuzeguard._private.meaning.secrets import exception_text
+from fuzeguard._private.protocols import DetectHook
 from fuzeguard._private.publish.log import emit
 from fuzeguard._private.runs import state
-from fuzeguard._private.runs.exceptions import ConfigError, FuzeguardError, LoopDetected, StoreUnavailable
+from fuzeguard._private.runs.exceptions import ConfigError, FuzeguardError, StoreUnavailable
 from fuzeguard._private.runs.forksafe import new_lock
+from fuzeguard._private.runs.loop_detected import LoopDetected
 from fuzeguard._private.runs.registered import registered_by
-from fuzeguard._private.runs.run import (
-    DetectHook,
-    Run,
-    _as_hooks,
-    _current,
-    checked_discovered_config,
-    current_run,
-)
+from fuzeguard._private.runs.run import Run, _as_hooks, _current, checked_discovered_config, current_run
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack

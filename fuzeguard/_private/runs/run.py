@@ -28,6 +28,7 @@ from fuzeguard._private.meaning.records import (
     RunStats,
 )
 from fuzeguard._private.meaning.secrets import exception_text
+from fuzeguard._private.protocols import DetectHook
 from fuzeguard._private.publish.events import (
     EVENT_TYPES,
     CallInterrupted,
@@ -68,9 +69,6 @@ R = TypeVar("R")
 _current: contextvars.ContextVar[tuple[Run, ...]] = contextvars.ContextVar("fuzeguard_run", default=())
 _implicit: Run | None = None
 _implicit_lock = new_lock()
-
-
-DetectHook = Callable[[Detection], object]
 
 
 def current_run() -> Run:

@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 from fuzeguard._private.meaning.records import Detection
 from fuzeguard._private.meaning.secrets import exception_text
 from fuzeguard._private.publish.log import emit
-from fuzeguard.integrations._calls import final_answer
+from fuzeguard.integrations._shared.calls import final_answer
 
 T = TypeVar("T")
 DEFAULT_TIMEOUT = 30.0  # seconds the model gets for its final answer

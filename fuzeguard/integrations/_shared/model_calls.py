@@ -37,8 +37,8 @@ from fuzeguard._private.publish.log import emit
 from fuzeguard._private.runs.forksafe import new_lock
 from fuzeguard._private.runs.guard import add_cost
 from fuzeguard._private.runs.run import Run
-from fuzeguard.integrations._calls import ToolCalls
-from fuzeguard.integrations._runs import within
+from fuzeguard.integrations._shared.calls import ToolCalls
+from fuzeguard.integrations._shared.runs import within
 
 MODEL = "model"
 

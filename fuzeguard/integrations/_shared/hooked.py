@@ -21,8 +21,8 @@ from typing import Any
 
 from fuzeguard._private.runs.forksafe import new_lock
 from fuzeguard._private.runs.run import Run, current_run, make_current, restore_current
-from fuzeguard.integrations._calls import Outcome, ToolCalls
-from fuzeguard.integrations._runs import _opened, new_run, user_run, within
+from fuzeguard.integrations._shared.calls import Outcome, ToolCalls
+from fuzeguard.integrations._shared.runs import _opened, new_run, user_run, within
 
 MAX_OPEN = 4096  # invocations under way (or whose end hook never came), oldest forgotten beyond
 _MAX_IN_FLIGHT = 1024  # calls of one invocation whose end never came (cancelled), oldest forgotten

@@ -31,9 +31,9 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from fuzeguard._private.meaning.records import Detection
 from fuzeguard._private.publish.log import emit
-from fuzeguard._private.runs.exceptions import LoopDetected
 from fuzeguard._private.runs.forksafe import new_lock
 from fuzeguard._private.runs.guard import Guard, Pending, Skipped, guard
+from fuzeguard._private.runs.loop_detected import LoopDetected
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
