@@ -55,9 +55,10 @@ from fuzeguard._private.meaning.fingerprint import keyed
 from fuzeguard._private.meaning.records import Call, CallRecord, Decision, Detection
 from fuzeguard._private.meaning.secrets import redactor, scrub_leaves
 from fuzeguard._private.publish.log import emit
+from fuzeguard._private.runs.exceptions import StoreUnavailable
 from fuzeguard._private.runs.forksafe import new_lock
 from fuzeguard._private.runs.runstate import _REFUSED
-from fuzeguard._private.store import StoreUnavailable, backlog, codec, events
+from fuzeguard._private.store import backlog, codec, events
 from fuzeguard._private.store.parent import limit_decision, parent_limit
 
 if TYPE_CHECKING:
