@@ -14,6 +14,7 @@ import json
 import os
 import threading
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -187,3 +188,16 @@ def side_example(marker: str) -> tuple[str, str]:
     out_end = page.index("\n```", out_start)
     assert not page[end + 5 : page.index("```text\n", end)].strip(), "the output must follow"
     return page[start:end] + "\n", page[out_start:out_end]
+
+
+def run_stuck(
+    build: Callable[[str, str, Tally], tuple[Any, Any]], run: Callable[..., tuple[str, Any]],
+    action: str, variant: str, **run_options: Any,
+) -> tuple[Tally, Any, str, Any]:
+    """A framework's stuck agent, set up and run once: ``build(action, variant, tally)`` gives the
+    agent and its scripted model, ``run(agent, **run_options)`` how the run ended and what it
+    returned or raised. Returns the tally, the model, how it ended and that result."""
+    tally = Tally()
+    agent, model = build(action, variant, tally)
+    ended, result = run(agent, **run_options)
+    return tally, model, ended, result

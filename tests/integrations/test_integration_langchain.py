@@ -28,6 +28,7 @@ from tests.helpers.stuck_agents import (
     Tally,
     check_run,
     lookup,
+    run_stuck,
     script,
     tools,
 )
@@ -99,16 +100,12 @@ def _run(agent: Any, *, use_async: bool = False) -> tuple[str, Any]:
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("action", list(ACTIONS))
 def test_a_stuck_agent_behaves_as_recorded(action: str, variant: str) -> None:
-    tally = Tally()
-    agent, model = _agent(action, variant, tally)
-    ended, _ = _run(agent)
+    tally, model, ended, _ = run_stuck(_agent, _run, action, variant)
     check_run("langchain", action, variant, tally, shown=model.shown, turns=model.turns, ended=ended)
 
 
 def test_a_kill_ends_the_agent_with_a_final_message_and_no_further_tool_run() -> None:
-    tally = Tally()
-    agent, model = _agent("kill", "same", tally)
-    ended, state = _run(agent)
+    tally, model, ended, state = run_stuck(_agent, _run, "kill", "same")
     assert ended == "agent ended by the guard with a final AIMessage"
     assert tally.runs["search"] == 4 and tally.after_detection == 0  # warned at the 3rd and 4th
     # Asked once more, without tools, for a final answer: this model asks for a tool again, so
@@ -191,9 +188,7 @@ def test_wrap_up_options_are_checked() -> None:
 
 
 def test_a_skip_is_answered_with_a_tool_message_and_escalates_to_a_kill_when_it_does_not_help() -> None:
-    tally = Tally()
-    agent, model = _agent("skip", "same", tally)
-    ended, state = _run(agent)
+    tally, model, ended, state = run_stuck(_agent, _run, "skip", "same")
     assert ended == "agent ended by the guard with a final AIMessage"
     assert tally.runs["search"] == 4 and tally.after_detection == 0  # warned at the 3rd and 4th
     assert model.shown[3].startswith("3 results for laptops\n\n[fuzeguard warning] You called")
@@ -216,17 +211,13 @@ def test_a_warning_reaches_the_model_as_a_note_on_the_tool_result() -> None:
 
 
 def test_the_ladder_ends_an_alternation_at_its_tenth_tool_call() -> None:
-    tally = Tally()
-    agent, model = _agent("ladder", "alternate", tally)
-    ended, _ = _run(agent)
+    tally, model, ended, _ = run_stuck(_agent, _run, "ladder", "alternate")
     assert ended == "agent ended by the guard with a final AIMessage"
     assert model.turns == 11 and tally.total == 8  # 10 turns, then the final answer's call
 
 
 def test_warn_lets_every_call_run_until_the_recursion_limit() -> None:
-    tally = Tally()
-    agent, model = _agent("warn", "same", tally)
-    ended, _ = _run(agent)
+    tally, model, ended, _ = run_stuck(_agent, _run, "warn", "same")
     assert ended == "GraphRecursionError (recursion_limit 25)"
     assert tally.total == model.turns == 12  # the invocation's run opens and closes in 2 steps
 
@@ -249,9 +240,7 @@ def test_exit_behavior_continue_refuses_every_later_call_and_lets_the_model_go_o
 
 
 def test_the_async_agent_is_guarded_the_same_way() -> None:
-    tally = Tally()
-    agent, model = _agent("kill", "same", tally)
-    ended, _ = _run(agent, use_async=True)
+    tally, model, ended, _ = run_stuck(_agent, _run, "kill", "same", use_async=True)
     assert ended == "agent ended by the guard with a final AIMessage"
     assert tally.total == 4 and model.turns == 6
 

@@ -24,6 +24,7 @@ from tests.helpers.stuck_agents import (
     Tally,
     check_run,
     lookup,
+    run_stuck,
     script,
     tools,
 )
@@ -105,16 +106,12 @@ def _run(agent: Agent[Any]) -> tuple[str, Any]:
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("action", list(ACTIONS))
 def test_a_stuck_agent_behaves_as_recorded(action: str, variant: str) -> None:
-    tally = Tally()
-    agent, model = _agent(action, variant, tally)
-    ended, _ = _run(agent)
+    tally, model, ended, _ = run_stuck(_agent, _run, action, variant)
     check_run("openai_agents", action, variant, tally, shown=model.shown, turns=model.turns, ended=ended)
 
 
 def test_a_kill_ends_runner_run_with_a_final_output_and_no_further_model_turn() -> None:
-    tally = Tally()
-    agent, model = _agent("kill", "same", tally)
-    ended, output = _run(agent)
+    tally, model, ended, output = run_stuck(_agent, _run, "kill", "same")
     assert ended == "agent ended by the guard with a final output"
     assert output.startswith("Stopped: the agent was looping (dedup at tool call 5")
     # Asked once more, with no tool, for a final answer: this model asks for a tool again, so
@@ -169,9 +166,7 @@ def test_a_kill_ends_the_run_even_when_the_tools_catch_exceptions() -> None:
 
 
 def test_a_skip_shows_the_model_the_message_and_escalates_to_a_kill() -> None:
-    tally = Tally()
-    agent, model = _agent("skip", "same", tally)
-    ended, _ = _run(agent)
+    tally, model, ended, _ = run_stuck(_agent, _run, "skip", "same")
     assert ended == "agent ended by the guard with a final output"
     assert tally.total == 4  # warned at the 3rd and 4th call
     assert [t[:45] for t in model.shown[4:]] == [
@@ -181,17 +176,13 @@ def test_a_skip_shows_the_model_the_message_and_escalates_to_a_kill() -> None:
 
 
 def test_the_ladder_ends_an_alternation_within_the_default_ten_turns() -> None:
-    tally = Tally()
-    agent, model = _agent("ladder", "alternate", tally)
-    ended, _ = _run(agent)
+    tally, model, ended, _ = run_stuck(_agent, _run, "ladder", "alternate")
     assert ended == "agent ended by the guard with a final output"
     assert model.turns == 11 and tally.total == 8  # 10 turns, then the final answer's call
 
 
 def test_warn_lets_every_call_run_until_max_turns_and_the_model_reads_the_note() -> None:
-    tally = Tally()
-    agent, model = _agent("warn", "same", tally)
-    ended, _ = _run(agent)
+    tally, model, ended, _ = run_stuck(_agent, _run, "warn", "same")
     assert ended == "MaxTurnsExceeded (max_turns 10)"
     assert tally.total == model.turns == 10
     assert model.shown[1] == "3 results for laptops"

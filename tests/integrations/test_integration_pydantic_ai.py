@@ -24,7 +24,17 @@ from structlog.testing import capture_logs
 import fuzeguard
 from fuzeguard import LoopDetected
 from fuzeguard.integrations.pydantic_ai import LoopGuard, LoopGuardToolset, loop_guard
-from tests.helpers.stuck_agents import ACTIONS, VARIANTS, WRAP_UP, Tally, check_run, lookup, script, tools
+from tests.helpers.stuck_agents import (
+    ACTIONS,
+    VARIANTS,
+    WRAP_UP,
+    Tally,
+    check_run,
+    lookup,
+    run_stuck,
+    script,
+    tools,
+)
 
 
 class Stuck:
@@ -69,24 +79,18 @@ def _run(agent: Agent[None, str], *, use_async: bool = False) -> tuple[str, Base
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("action", list(ACTIONS))
 def test_a_stuck_agent_behaves_as_recorded(action: str, variant: str) -> None:
-    tally = Tally()
-    agent, model = _agent(action, variant, tally)
-    ended, _ = _run(agent)
+    tally, model, ended, _ = run_stuck(_agent, _run, action, variant)
     check_run("pydantic_ai", action, variant, tally, shown=model.shown, turns=model.turns, ended=ended)
 
 
 def test_a_kill_ends_the_run_with_loop_detected() -> None:
-    tally = Tally()
-    agent, model = _agent("kill", "same", tally)
-    _, exc = _run(agent)
+    tally, model, _, exc = run_stuck(_agent, _run, "kill", "same")
     assert isinstance(exc, LoopDetected) and exc.detection.fn == "search"
     assert tally.total == 4 and model.turns == 5  # warned at the 3rd and 4th call
 
 
 def test_a_skip_returns_the_message_as_the_tools_result_and_escalates_to_a_kill() -> None:
-    tally = Tally()
-    agent, model = _agent("skip", "alternate", tally)
-    ended, exc = _run(agent)
+    tally, model, ended, exc = run_stuck(_agent, _run, "skip", "alternate")
     assert ended == "LoopDetected raised"
     assert tally.total == 7 and exc.stats.calls == 7  # type: ignore[union-attr]
     assert len(model.shown) == 9
@@ -94,17 +98,13 @@ def test_a_skip_returns_the_message_as_the_tools_result_and_escalates_to_a_kill(
 
 
 def test_the_ladder_ends_an_alternation_at_its_tenth_call() -> None:
-    tally = Tally()
-    agent, model = _agent("ladder", "alternate", tally)
-    ended, _ = _run(agent)
+    tally, model, ended, _ = run_stuck(_agent, _run, "ladder", "alternate")
     assert ended == "LoopDetected raised"
     assert model.turns == 10 and tally.total == 8
 
 
 def test_the_async_run_is_guarded_the_same_way() -> None:
-    tally = Tally()
-    agent, model = _agent("kill", "alternate", tally)
-    ended, _ = _run(agent, use_async=True)
+    tally, model, ended, _ = run_stuck(_agent, _run, "kill", "alternate", use_async=True)
     assert ended == "LoopDetected raised"
     assert tally.total == 7 and model.turns == 8
 

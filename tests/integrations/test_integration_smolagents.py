@@ -26,6 +26,7 @@ from tests.helpers.stuck_agents import (
     Behaviour,
     Tally,
     check,
+    run_stuck,
     script,
     short,
     tools,
@@ -88,9 +89,7 @@ def _model_shown(model: StuckModel) -> str | None:
 @pytest.mark.parametrize("variant", VARIANTS)
 @pytest.mark.parametrize("action", list(ACTIONS))
 def test_a_stuck_agent_behaves_as_recorded(action: str, variant: str) -> None:
-    tally = Tally()
-    agent, model = _agent(action, variant, tally)
-    ended, _ = _run(agent)
+    tally, model, ended, _ = run_stuck(_agent, _run, action, variant)
     check("smolagents", action, variant, Behaviour(
         tool_runs=tally.total,
         after_first_detection=tally.after_detection,
@@ -101,9 +100,7 @@ def test_a_stuck_agent_behaves_as_recorded(action: str, variant: str) -> None:
 
 
 def test_stop_on_kill_ends_the_run_with_loop_detected_before_the_model_is_asked_again() -> None:
-    tally = Tally()
-    agent, model = _agent("kill", "same", tally)
-    _, exc = _run(agent)
+    tally, model, _, exc = run_stuck(_agent, _run, "kill", "same")
     assert isinstance(exc, LoopDetected) and exc.detection.layer == "dedup"
     assert tally.total == 4 and model.turns == 5
 
@@ -118,17 +115,13 @@ def test_without_the_callback_a_kill_does_not_end_the_run() -> None:
 
 
 def test_a_skip_shows_the_model_the_message_and_escalates_to_a_kill() -> None:
-    tally = Tally()
-    agent, model = _agent("skip", "alternate", tally)
-    ended, _ = _run(agent)
+    tally, model, ended, _ = run_stuck(_agent, _run, "skip", "alternate")
     assert ended == "LoopDetected raised by stop_on_kill" and tally.total == 7
     assert "You are going round in a cycle" in model.shown[7]
 
 
 def test_the_ladder_ends_an_alternation_at_its_tenth_call() -> None:
-    tally = Tally()
-    agent, model = _agent("ladder", "alternate", tally)
-    ended, _ = _run(agent)
+    tally, model, ended, _ = run_stuck(_agent, _run, "ladder", "alternate")
     assert ended == "LoopDetected raised by stop_on_kill"
     assert model.turns == 10 and tally.total == 8
 
