@@ -16,7 +16,9 @@ from fuzeguard._private.cli.common import (
     _s,
 )
 from fuzeguard._private.configuration.config import Config
+from fuzeguard._private.configuration.names import guarded, unmatched
 from fuzeguard._private.configuration.schema import schema
+from fuzeguard._private.configuration.validation import masked_url
 from fuzeguard._private.runs.exceptions import ConfigError
 
 
@@ -85,7 +87,7 @@ def check(
             values[key] = os.environ[var]
             origins[key] = f"environment {var}"
     if values["store"] is not None:
-        from fuzeguard._private.configuration.validation import masked_url
+        # Deferred for start-up time: the store is loaded only when the config names one.
         from fuzeguard._private.store import store_problem
 
         problem = store_problem(config, values["store"], from_code=False)
@@ -116,8 +118,6 @@ def _check_function_tables(config: Config, modules: Sequence[str], err: TextIO) 
     """Import ``modules`` and return the lines that name each table of ``config`` matching none
     of the functions guarded in this process (None: a module could not be imported)."""
     import importlib
-
-    from fuzeguard._private.configuration.names import guarded, unmatched
 
     if "" not in sys.path and os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())

@@ -11,6 +11,8 @@ from fuzeguard._private.cli.common import (
     EXIT_USAGE,
 )
 from fuzeguard._private.configuration.config import Config
+from fuzeguard._private.configuration.settings import store_url
+from fuzeguard._private.configuration.validation import masked_url
 from fuzeguard._private.runs.exceptions import ConfigError
 
 
@@ -19,8 +21,7 @@ def end(
     err: TextIO | None = None,
 ) -> int:
     """``fuze end``: delete the shared run ``name`` from its store; returns the status."""
-    from fuzeguard._private.configuration.settings import store_url
-    from fuzeguard._private.configuration.validation import masked_url
+    # Deferred for start-up time: the store is loaded by ``fuze end`` only.
     from fuzeguard._private.store import store_problem
 
     out = out or sys.stdout
@@ -43,7 +44,7 @@ def end(
     except ConfigError as exc:
         print(f"fuze end: {exc}", file=err)
         return EXIT_USAGE
-    from fuzeguard._private.store.redis import end_run
+    from fuzeguard._private.store.redis import end_run  # as store_problem above
 
     where = masked_url(url) + (f" (namespace {namespace})" if namespace else "")
     try:

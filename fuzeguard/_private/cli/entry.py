@@ -49,6 +49,7 @@ def _main(argv: Sequence[str] | None) -> int:
     if args.command == "end":
         return end(args.name, store=args.store, namespace=args.namespace)
     if args.command == "completion":
+        # Deferred for start-up time, as each command's own imports: loaded by this command only.
         from fuzeguard._private.cli.shell_completion import script
 
         sys.stdout.write(script(args.shell, parser))

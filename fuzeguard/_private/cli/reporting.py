@@ -28,6 +28,7 @@ def report(
     err: TextIO | None = None,
 ) -> int:
     """``fuze report``: the stop report of each run in the traces; returns the exit status."""
+    # Deferred for start-up time: the report is loaded by ``fuze report`` only.
     from fuzeguard._private.reports.report import trace_reports
     from fuzeguard._private.reports.report_html import page
 

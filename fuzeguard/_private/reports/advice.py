@@ -12,7 +12,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from fuzeguard._private.configuration.config import Config
 from fuzeguard._private.configuration.toml_lines import quoted_key
+from fuzeguard._private.configuration.validation import validate_code_options
+from fuzeguard._private.runs.exceptions import ConfigError
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -20,7 +23,6 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib  # type: ignore[import-not-found,unused-ignore]
 
 if TYPE_CHECKING:
-    from fuzeguard._private.configuration.config import Config
     from fuzeguard._private.judging.plan import Plan
     from fuzeguard._private.meaning.records import Detection
     from fuzeguard._private.reports.timeline import Mark
@@ -66,9 +68,6 @@ class Suggestion:
 
     def applied(self, config: Config) -> Config:
         """``config`` with this line added."""
-        from fuzeguard._private.configuration.config import Config as _Config
-        from fuzeguard._private.configuration.validation import validate_code_options
-
         value = tomllib.loads(f"v = {self.value}")["v"]
         if self.table == "defaults":
             return config.with_values(validate_code_options({self.key: value}, "a suggested line",
@@ -76,7 +75,7 @@ class Suggestion:
         fn = self.table.removeprefix("functions.")
         functions = {name: dict(table) for name, table in config._functions.items()}
         functions.setdefault(fn, {})[self.key] = value
-        return _Config(config._values, functions, origins=config._origins, files=config.files,
+        return Config(config._values, functions, origins=config._origins, files=config.files,
                        env=config.env)
 
 
@@ -197,9 +196,10 @@ def replayed_with(
     """For each line, the ``Trial`` of the trace replayed with that line added, or None for a
     line that cannot be applied. None when there are no lines or more than
     ``MAX_CHECKED_LINES`` (each is one more replay of the trace)."""
+    # Deferred for start-up time: replay is loaded only when lines are checked on a trace (a
+    # live run's report gives advice without it).
     from fuzeguard._private.reports.replay import Replayer
     from fuzeguard._private.reports.replayed import ReplayedDetection
-    from fuzeguard._private.runs.exceptions import ConfigError
 
     if not lines or len(lines) > MAX_CHECKED_LINES:
         return None

@@ -18,7 +18,7 @@ from fuzeguard._private.meaning.records import Detection
 from fuzeguard._private.reports.advice import Suggestion, Trial, number, replayed_with, suggestions
 from fuzeguard._private.reports.recorded import ACTIONS, Recorded, RecordedRun
 from fuzeguard._private.reports.terminal import printable
-from fuzeguard._private.reports.timeline import Mark
+from fuzeguard._private.reports.timeline import Mark, Timeline
 
 if TYPE_CHECKING:
     from fuzeguard._private.configuration.config import Config
@@ -68,6 +68,7 @@ class StopReport:
 
     def html(self, title: str | None = None) -> str:
         """One self-contained HTML page: the report and a timeline picture of the run."""
+        # Deferred for start-up time: the page's module is loaded only when a page is drawn.
         from fuzeguard._private.reports.report_html import page
 
         return page([self], title or f"fuzeguard: run {self.run}", headings=False)
@@ -127,8 +128,9 @@ def trace_reports(
     """The report of each run recorded in the traces (or directories of them), replayed under
     ``config`` through the same decision path as live calls (``replay.py``), with the outcome
     each trace records. ``on_summary`` gets what replaying each trace found."""
+    # Deferred for start-up time: replay is loaded only when traces are reported (a live run's
+    # report does not need it).
     from fuzeguard._private.reports.replay import Replayer
-    from fuzeguard._private.reports.timeline import Timeline
     from fuzeguard._private.reports.trace_reading import trace_files
 
     runs: dict[int, tuple[Run, RecordedRun]] = {}
