@@ -38,7 +38,7 @@ from typing import Any
 from _common import Row, median, queries, show
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "tests"))  # the tests' redis-server starter
+sys.path.insert(0, str(HERE.parent / "tests" / "helpers"))  # the tests' redis-server starter
 
 WORKERS = (1, 4, 16)
 SECTION = "7. shared run (Redis)"

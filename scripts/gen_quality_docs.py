@@ -36,7 +36,10 @@ PAGE = ROOT / "docs" / "quality.md"
 CORPORA = ROOT / "benchmarks" / "corpora"
 SEEDS = 50
 
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "helpers"))
+# the calls of meaning and of the trace corpus, defined beside their tests
+sys.path.insert(0, str(ROOT / "tests" / "meaning"))
+sys.path.insert(0, str(ROOT / "tests" / "reports"))
 sys.path.insert(0, str(CORPORA))
 
 from agent_shapes import (  # noqa: E402

@@ -97,9 +97,10 @@ SIDE_ENVS = (MCP1, CREWAI, STRANDS)
 
 
 def measured_by(python: str, script: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """Run ``tests/SCRIPT`` with ``python``; what it wrote to the JSON file named by its argument."""
+    """Run ``SCRIPT`` of the tests' helpers (beside this file) with ``python``; what it wrote to the
+    JSON file named by its argument."""
     out = tmp_path_factory.mktemp(Path(script).stem) / "measured.json"
-    run_in(python, [str(ROOT / "tests" / script), str(out)], out.parent)
+    run_in(python, [str(Path(__file__).resolve().with_name(script)), str(out)], out.parent)
     found: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
     return found
 
