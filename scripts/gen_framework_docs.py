@@ -1,6 +1,6 @@
 """Generate the tables of measured behaviour in ``docs/frameworks.md`` from the framework tests.
 
-Each framework test (``tests/test_integration_*.py``) runs a scripted model that loops forever
+Each framework test (``tests/integrations/test_integration_*.py``) runs a scripted model that loops forever
 under each action, with the real framework, and checks what it measured against
 ``tests/helpers/framework_behaviour.json`` (``FUZE_RECORD_BEHAVIOUR=1`` rewrites that file from the
 measurements). This script renders that file into the page, between the markers
