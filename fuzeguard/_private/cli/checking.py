@@ -13,13 +13,13 @@ from typing import Any, TextIO
 from fuzeguard._private.cli.common import (
     EXIT_OK,
     EXIT_USAGE,
+    _config,
     _s,
 )
 from fuzeguard._private.configuration.config import Config
 from fuzeguard._private.configuration.names import guarded, unmatched
 from fuzeguard._private.configuration.schema import schema
 from fuzeguard._private.configuration.validation import masked_url
-from fuzeguard._private.runs.exceptions import ConfigError
 
 
 def _toml_value(value: Any, unset: str = "off") -> str:
@@ -59,10 +59,8 @@ def check(
     functions they guard is reported."""
     out = out or sys.stdout
     err = err or sys.stderr
-    try:
-        config = Config.load(path, env=env)
-    except ConfigError as exc:
-        print(f"fuze check: {exc}", file=err)
+    config = _config("fuze check", path, env, err)
+    if config is None:
         return EXIT_USAGE
     unmatched_tables: list[str] = []
     if modules:

@@ -84,6 +84,16 @@ def _processes(jobs: int | None, traces: int, size: int) -> int:
 def _s(n: int) -> str:
     return "" if n == 1 else "s"
 
+def _config(command: str, path: str | None, env: str | None, err: TextIO) -> Config | None:
+    """The config at ``path`` (None: the discovered one) under ``env``, or None once what is wrong
+    with it is printed."""
+    try:
+        return Config.load(path, env=env)
+    except ConfigError as exc:
+        print(f"{command}: {exc}", file=err)
+        return None
+
+
 def _configs_and_traces(
     command: str, config_paths: Sequence[str | None], env: str | None, paths: Sequence[str],
     err: TextIO, *, stdin: bool,
@@ -91,11 +101,10 @@ def _configs_and_traces(
     """The configs and trace files a command works on, or None once what is wrong is printed."""
     configs = []
     for path in config_paths:
-        try:
-            configs.append(Config.load(path, env=env))
-        except ConfigError as exc:
-            print(f"{command}: {exc}", file=err)
+        config = _config(command, path, env, err)
+        if config is None:
             return None
+        configs.append(config)
     files = list(trace_files(paths))
     bad = False
     for p in files:

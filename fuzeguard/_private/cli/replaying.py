@@ -13,6 +13,7 @@ from fuzeguard._private.cli.common import (
     EXIT_DETECTED,
     EXIT_OK,
     EXIT_USAGE,
+    _config,
     _is_trace,
     _json_line,
     _processes,
@@ -20,13 +21,11 @@ from fuzeguard._private.cli.common import (
     _text_size,
     _unreplayable,
 )
-from fuzeguard._private.configuration.config import Config
 from fuzeguard._private.reports.replay import Replayer
 from fuzeguard._private.reports.replay_pool import WorkerLost, replay_files
 from fuzeguard._private.reports.replayed import Problem, ReplayedDetection, TraceSummary
 from fuzeguard._private.reports.terminal import printable
 from fuzeguard._private.reports.trace_reading import trace_files
-from fuzeguard._private.runs.exceptions import ConfigError
 
 MAX_ROWS = 50
 MAX_PROBLEMS = 20
@@ -100,10 +99,8 @@ def replay(
     to gain from it)."""
     out = out or sys.stdout
     err = err or sys.stderr
-    try:
-        config = Config.load(config_path, env=env)
-    except ConfigError as exc:
-        print(f"fuze replay: {exc}", file=err)
+    config = _config("fuze replay", config_path, env, err)
+    if config is None:
         return EXIT_USAGE
     files = list(trace_files(paths))
     # Not only regular files: a FIFO (``<(ssh host cat run.jsonl)``) or a device is read as a stream.
