@@ -23,7 +23,7 @@ _TYPE_OF_RUN = "names the Run class in type hints (the run sits above everything
 TIES: dict[tuple[str, str], str] = {
     **{(f"fuzeguard._private.{module}", _RUN): _TYPE_OF_RUN for module in (
         "judging.completion", "judging.watch", "publish.events", "publish.sinks", "publish.trace",
-        "reports.timeline", "runs.ask", "runs.astray", "runs.budget", "runs.runstate", "store",
+        "runs.ask", "runs.astray", "runs.budget", "runs.runstate", "store",
         "store.backlog", "store.events", "store.parent", "store.redis",
     )},
     ("fuzeguard._private.runs.run", "fuzeguard._private.reports.report"):

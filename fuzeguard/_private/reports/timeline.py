@@ -31,7 +31,7 @@ from fuzeguard._private.runs.forksafe import new_lock
 
 if TYPE_CHECKING:
     from fuzeguard._private.judging.plan import Plan
-    from fuzeguard._private.runs.run import Run
+    from fuzeguard._private.protocols import Publisher
 
 PREVIEW_CHARS = 80
 # Marks a full timeline keeps (the oldest are dropped first) and previews a light one keeps.
@@ -90,7 +90,7 @@ def _short(value: Any) -> str:
 class Timeline:
     """Collects a run's marks (``full``) or the previews of the calls detections were made on."""
 
-    def __init__(self, run: Run, *, full: bool = False) -> None:
+    def __init__(self, run: Publisher, *, full: bool = False) -> None:
         self.full = full
         self._lock = new_lock()
         self._marks: dict[int, Mark] = {}
