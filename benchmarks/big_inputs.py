@@ -15,7 +15,7 @@ from _common import Row, median, per_call, text
 
 import fuzeguard
 from fuzeguard import Config, guard
-from fuzeguard._private.fingerprint import fingerprint
+from fuzeguard._private.meaning.fingerprint import fingerprint
 from fuzeguard.layers import BUILTIN_LAYERS
 
 LINEAR_TARGET = 1.5  # per-byte cost at 1 MB at most this many times the per-byte cost at 100 KB

@@ -31,10 +31,10 @@ from _common import Row, floor_batch, median, per_call, queries, us
 
 import fuzeguard
 from fuzeguard import Config, guard
-from fuzeguard._private.completion import judged, judged_late, late_record
-from fuzeguard._private.fastinit import new_call, new_decision, new_record
-from fuzeguard._private.plan import Plan
-from fuzeguard._private.records import Call
+from fuzeguard._private.judging.completion import judged, judged_late, late_record
+from fuzeguard._private.judging.plan import Plan
+from fuzeguard._private.meaning.fastinit import new_call, new_decision, new_record
+from fuzeguard._private.meaning.records import Call
 
 SECTION = "1b. overhead by stage"
 HIGH_CAP = overhead.HIGH_CAP  # as in the overhead section: the count is checked only

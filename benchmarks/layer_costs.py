@@ -21,7 +21,7 @@ from typing import Any
 
 import fuzeguard
 from fuzeguard import guard
-from fuzeguard._private.records import Call, CallRecord
+from fuzeguard._private.meaning.records import Call, CallRecord
 from fuzeguard.layers import BUILTIN_LAYERS
 
 LAYERS_MD = Path(__file__).resolve().parent.parent / "docs" / "layers.md"

@@ -34,8 +34,8 @@ from _common import Row, floor_batch, median, per_call, queries, text, us
 
 import fuzeguard
 from fuzeguard import Config, guard
-from fuzeguard._private.fingerprint import fingerprint
-from fuzeguard._private.kinds import infer_kind
+from fuzeguard._private.meaning.fingerprint import fingerprint
+from fuzeguard._private.meaning.kinds import infer_kind
 from fuzeguard.layers import BUILTIN_LAYERS
 from fuzeguard.layers._evidence import ACKNOWLEDGING, INFORMING
 

@@ -58,7 +58,7 @@ from _common import machine
 
 import fuzeguard
 from fuzeguard import Config, guard
-from fuzeguard._private.replay import Replayer
+from fuzeguard._private.reports.replay import Replayer
 
 CONFIG = Config.from_dict({"defaults": {"max_iterations": 10**9}})
 ROOT = Path(__file__).resolve().parent.parent
@@ -75,7 +75,7 @@ atexit.register(shutil.rmtree, PYCACHE, ignore_errors=True)
 _DRIVER = """
 import sys, time
 from fuzeguard import Config
-from fuzeguard._private.replay import Replayer
+from fuzeguard._private.reports.replay import Replayer
 replayer = Replayer(Config(), keep=0)
 calls = detected = 0
 t0 = time.process_time()
@@ -91,8 +91,8 @@ print(calls, detected, time.process_time() - t0)
 _POOL_DRIVER = """
 import sys, time
 from fuzeguard import Config
-from fuzeguard._private.replay import Replayer
-from fuzeguard._private.replay_pool import replay_files
+from fuzeguard._private.reports.replay import Replayer
+from fuzeguard._private.reports.replay_pool import replay_files
 paths = sys.argv[2:]
 seconds = []
 for jobs in [int(j) for j in sys.argv[1].split(",")]:

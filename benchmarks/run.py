@@ -116,7 +116,7 @@ Profiled with cProfile on the overhead workload; each step is its own commit wit
    fresh megabyte buffer costs page faults that outweigh hashing it: fingerprinting 1 MB went
    from 1.4 ms to 0.2 ms, and a guarded call with a 1 MB argument from 1.9 ms to about 0.3 ms.
 4. `Call`, `Decision` and `CallRecord` are built by a generated constructor that fills their slots
-   directly (`fuzeguard/_private/fastinit.py`) instead of the frozen dataclass `__init__`, which
+   directly (`fuzeguard/_private/meaning/fastinit.py`) instead of the frozen dataclass `__init__`, which
    goes through `object.__setattr__` per field (`CallRecord` 1.3 → 0.5 µs); `decide()` makes no
    list for calls no layer flags.
 5. `fingerprint()` hashes bound arguments and short text results directly, and reuses the
@@ -127,7 +127,7 @@ Profiled with cProfile on the overhead workload; each step is its own commit wit
    lap of one function alone cannot repeat it); `progress` settles a result that is new at once
    in one pass over its window; the built-in iteration cap's waiver stops counting once settled;
    the semantic layer's chanting scanner splits passages without a regex. Each fast path is
-   compared with the full computation in `tests/test_cheap_exits.py`.
+   compared with the full computation in `tests/meaning/test_cheap_exits.py`.
 7. The plain and coroutine shells keep a call's run, plan, call and decision in locals instead of
    a `Pending` object; the run's argument index keeps a small list per fingerprint instead of a
    deque; `cycle` reads its settings once in its cheap exit; `progress` settles a result that
@@ -136,7 +136,7 @@ Profiled with cProfile on the overhead workload; each step is its own commit wit
 
 8. The default stack's cheap exits are made in one look (`fuzeguard/layers/_quiet.py`): when
    `iterations`, `dedup`, `cycle` and `progress` would each let a call go by its cheap exit, the
-   call is decided without asking them one by one; `tests/test_cheap_exits.py` compares its
+   call is decided without asking them one by one; `tests/meaning/test_cheap_exits.py` compares its
    answers with the layers' own on random runs.
 9. A quiet plain call has fewer hand-offs between stages: the decision returns at once when
    there is nothing to log or publish, `complete()` books and publishes the record itself, a call
@@ -150,7 +150,7 @@ Profiled with cProfile on the overhead workload; each step is its own commit wit
     acknowledging kind (its content units) is extracted when first read, where the next call
     will not read it: in a streak of calls of one function, whose next call the layers settle
     without it (`completion.Deferred`, since replaced by item 14's `LateRecord`).
-    `tests/test_cheap_exits.py` plays random runs both ways and compares every detection and
+    `tests/meaning/test_cheap_exits.py` plays random runs both ways and compares every detection and
     record. The int tool's guarded call: 8% cheaper (interleaved runs when it was made).
 12. The content feature is given the call's kind (`Feature(..., by_kind=True)`) and computes
     only the variant the layers read for that kind: the words that echo the arguments are masked
@@ -165,7 +165,7 @@ Profiled with cProfile on the overhead workload; each step is its own commit wit
     first read (`completion.LateRecord`): its skeleton and fingerprint are computed the first
     time a layer, a trace or an event reads them, and only whether it reads as an error is read
     at once. The record equals the one built at once, and a copy or pickle of it is one;
-    `tests/test_cheap_exits.py` plays random runs both ways and compares every detection and
+    `tests/meaning/test_cheap_exits.py` plays random runs both ways and compares every detection and
     record, and reads late records from eight threads at once. The short-text call: about 35%
     cheaper; the int call: about 7% (interleaved runs when it was made).
 

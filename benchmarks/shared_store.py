@@ -1,6 +1,6 @@
 """7. Shared runs: guarded-call throughput with the Redis store, and round trips per call.
 
-One local redis-server (started here, as the tests start theirs: ``tests/redis_server.py``), and
+One local redis-server (started here, as the tests start theirs: ``tests/helpers/redis_server.py``), and
 1, 4 and 16 worker processes released together at a barrier, each making distinct calls
 ``search(query, i)`` with the default layers: all into one shared run, then each into a shared run
 of its own (16 runs). Throughput is all workers' calls divided by the time from the first
@@ -38,7 +38,7 @@ from typing import Any
 from _common import Row, median, queries, show
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "tests"))  # the tests' redis-server starter
+sys.path.insert(0, str(HERE.parent / "tests" / "helpers"))  # the tests' redis-server starter
 
 WORKERS = (1, 4, 16)
 SECTION = "7. shared run (Redis)"

@@ -15,7 +15,7 @@ from _common import Row
 
 import fuzeguard
 from fuzeguard import Config, Detection, LoopDetected, guard
-from fuzeguard._private.fingerprint import fingerprint
+from fuzeguard._private.meaning.fingerprint import fingerprint
 
 GOLDEN: list[tuple[Any, frozenset[str], str]] = [
     ("ok", frozenset(), "a37240f6a0ef5bc069609bd57e9ae290"),

@@ -6,18 +6,14 @@ runs its detection layers before each one, and kills, warns or skips when it see
 
 from __future__ import annotations
 
-from fuzeguard._private.ask import Question
-from fuzeguard._private.config import Config
-from fuzeguard._private.exceptions import (
-    ConfigError,
-    FuzeguardError,
-    LoopDetected,
-    StoreUnavailable,
-)
-from fuzeguard._private.guard import add_cost, guard
-from fuzeguard._private.public import name_classes as _name_classes
-from fuzeguard._private.records import Call, CallRecord, Decision, Detection, LimitUsage, RunStats
-from fuzeguard._private.run import Run, current_run, run
+from fuzeguard._private.configuration.config import Config
+from fuzeguard._private.meaning.records import Call, CallRecord, Decision, Detection, LimitUsage, RunStats
+from fuzeguard._private.runs.ask import Question
+from fuzeguard._private.runs.exceptions import ConfigError, FuzeguardError, StoreUnavailable
+from fuzeguard._private.runs.guard import add_cost, guard
+from fuzeguard._private.runs.loop_detected import LoopDetected
+from fuzeguard._private.runs.public import name_classes as _name_classes
+from fuzeguard._private.runs.run import Run, current_run, run
 
 
 def __getattr__(name: str) -> str:

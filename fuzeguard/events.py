@@ -7,7 +7,7 @@ Each is a frozen dataclass naming its run: ``CallStarted``, ``CallCompleted``, `
 
 from __future__ import annotations
 
-from fuzeguard._private.events import (
+from fuzeguard._private.publish.events import (
     BudgetWarning,
     CallCompleted,
     CallInterrupted,
@@ -22,7 +22,7 @@ from fuzeguard._private.events import (
     RunResumed,
     TurnEnded,
 )
-from fuzeguard._private.public import name_classes as _name_classes
+from fuzeguard._private.runs.public import name_classes as _name_classes
 
 __all__ = [
     "BudgetWarning",

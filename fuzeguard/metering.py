@@ -21,8 +21,8 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from fuzeguard._private.guard import _cost_box
-from fuzeguard._private.run import Run, current_run
+from fuzeguard._private.runs.guard import _cost_box
+from fuzeguard._private.runs.run import Run, current_run
 
 PER = 1_000_000
 

@@ -8,11 +8,11 @@ a run stopped, its calls (``Mark``), the ``fuze.toml`` lines that would change t
 
 from __future__ import annotations
 
-from fuzeguard._private.advice import Suggestion
-from fuzeguard._private.public import name_classes as _name_classes
-from fuzeguard._private.recorded import Recorded
-from fuzeguard._private.report import StopReport
-from fuzeguard._private.timeline import Mark
+from fuzeguard._private.reports.advice import Suggestion
+from fuzeguard._private.reports.recorded import Recorded
+from fuzeguard._private.reports.report import StopReport
+from fuzeguard._private.reports.timeline import Mark
+from fuzeguard._private.runs.public import name_classes as _name_classes
 
 __all__ = ["Mark", "Recorded", "StopReport", "Suggestion"]
 

@@ -19,10 +19,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from types import TracebackType
 
-from fuzeguard._private import state
-from fuzeguard._private.records import Detection
-from fuzeguard._private.run import _reset_implicit_run
-from fuzeguard._private.state import Mode
+from fuzeguard._private.meaning.records import Detection
+from fuzeguard._private.runs import state
+from fuzeguard._private.runs.run import _reset_implicit_run
+from fuzeguard._private.runs.state import Mode
 
 __all__ = ["capture_detections", "disabled", "observe", "reset_implicit_run", "set_mode"]
 

@@ -1,7 +1,7 @@
 """Render ``fuze demo`` as the documentation shows it: ``docs/images/fuze-demo.svg``, a picture of
 the terminal (its colours included), drawn with rich's SVG export from the demo's real output.
 
-``tests/test_docs_site.py`` fails when the committed picture differs from what this writes::
+``tests/docs/test_docs_site.py`` fails when the committed picture differs from what this writes::
 
     python scripts/gen_demo_screenshot.py            # rewrite the picture
     python scripts/gen_demo_screenshot.py --check    # exit 1 if it is out of date
@@ -29,7 +29,7 @@ def render() -> str:
     from rich.console import Console
     from rich.text import Text
 
-    from fuzeguard._private.demo import main as demo
+    from fuzeguard._private.cli.demo import main as demo
 
     out = _Terminal()
     demo([], out=out)

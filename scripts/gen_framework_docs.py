@@ -1,10 +1,10 @@
 """Generate the tables of measured behaviour in ``docs/frameworks/*.md`` from the framework tests.
 
-Each framework test (``tests/test_integration_*.py``) runs a scripted model that loops forever
+Each framework test (``tests/integrations/test_integration_*.py``) runs a scripted model that loops forever
 under each action, with the real framework, and checks what it measured against
-``tests/framework_behaviour.json`` (``FUZE_RECORD_BEHAVIOUR=1`` rewrites that file from the
+``tests/helpers/framework_behaviour.json`` (``FUZE_RECORD_BEHAVIOUR=1`` rewrites that file from the
 measurements). This script renders that file into each framework's page, between the markers
-``<!-- behaviour: NAME -->`` and ``<!-- end behaviour -->``; ``tests/test_framework_docs.py``
+``<!-- behaviour: NAME -->`` and ``<!-- end behaviour -->``; ``tests/docs/test_framework_docs.py``
 fails when a page differs from what it writes::
 
     python scripts/gen_framework_docs.py            # rewrite the tables
@@ -22,7 +22,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = sorted((ROOT / "docs" / "frameworks").glob("*.md"))
-RECORD = ROOT / "tests" / "framework_behaviour.json"
+RECORD = ROOT / "tests" / "helpers" / "framework_behaviour.json"
 ACTIONS = {"kill": "`kill`", "warn": "`warn`", "skip": "`skip`", "ladder": '`["warn", "skip", "kill"]`'}
 VARIANTS = {"same": "identical calls", "alternate": "A/B alternation"}
 _BLOCK = re.compile(r"(<!-- behaviour: (?P<name>\w+) -->\n)(?P<body>.*?)(<!-- end behaviour -->)", re.S)

@@ -3,7 +3,7 @@
 Each row is an event the package emits: its name, level and keys are read from the ``emit()``
 calls in ``fuzeguard/`` (an event name or keys passed through a helper, a variable or a dict
 are followed to where they are written); ``WHEN`` below says when each is logged.
-``tests/test_log_events_docs.py`` fails when the page differs from what this script writes, and
+``tests/docs/test_log_events_docs.py`` fails when the page differs from what this script writes, and
 this script fails when an emitted event has no ``WHEN`` entry or an entry names no event::
 
     python scripts/gen_log_events_docs.py            # rewrite the table

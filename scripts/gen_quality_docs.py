@@ -13,11 +13,11 @@ Every figure on the page is computed here, from the same scenarios the tests ass
   kept in ``benchmarks/corpora/tradeoff.json`` while nothing they depend on changes, and
   measured again, which takes minutes, when something did: ``--check`` does not measure them, it
   finds the page out of date);
-* runs shaped like real coding agents' (``tests/agent_shapes.py``), many seeds of each shape;
-* the loop shapes of ``tests/test_trace_corpus.py``, with the call each is flagged and stopped at;
-* the volatile-part examples of ``tests/test_meaning.py``.
+* runs shaped like real coding agents' (``tests/helpers/agent_shapes.py``), many seeds of each shape;
+* the loop shapes of ``tests/reports/test_trace_corpus.py``, with the call each is flagged and stopped at;
+* the volatile-part examples of ``tests/meaning/test_meaning.py``.
 
-``tests/test_quality_docs.py`` fails when the committed page differs from what this writes::
+``tests/docs/test_quality_docs.py`` fails when the committed page differs from what this writes::
 
     python scripts/gen_quality_docs.py            # rewrite docs/quality.md
     python scripts/gen_quality_docs.py --check    # exit 1 if it is out of date
@@ -36,7 +36,10 @@ PAGE = ROOT / "docs" / "quality.md"
 CORPORA = ROOT / "benchmarks" / "corpora"
 SEEDS = 50
 
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "helpers"))
+# the calls of meaning and of the trace corpus, defined beside their tests
+sys.path.insert(0, str(ROOT / "tests" / "meaning"))
+sys.path.insert(0, str(ROOT / "tests" / "reports"))
 sys.path.insert(0, str(CORPORA))
 
 from agent_shapes import (  # noqa: E402
@@ -315,7 +318,7 @@ them changes (`python benchmarks/corpora/tradeoff.py` prints the table).
 
 ## Runs shaped like real coding agents'
 
-Two agent shapes, {SEEDS} seeded runs each (`tests/agent_shapes.py`): a one-tool agent whose
+Two agent shapes, {SEEDS} seeded runs each (`tests/helpers/agent_shapes.py`): a one-tool agent whose
 `bash` carries the whole run — exploration with greps that find nothing, a reproduction script that
 fails before the fix, edits by `sed -i` and `cat >` that print nothing, fix → re-run rounds that
 fail the same way until the fix lands, test runs, a linter that exits non-zero, `git status` between
@@ -337,7 +340,7 @@ of it.
 
 ## When each loop shape is caught
 
-The loop shapes of `tests/test_trace_corpus.py`, with the best other system's timing for each:
+The loop shapes of `tests/reports/test_trace_corpus.py`, with the best other system's timing for each:
 
 | loop | best other system | first flag | stopped at |
 |---|---|---|---|
@@ -349,7 +352,7 @@ The loop shapes of `tests/test_trace_corpus.py`, with the best other system's ti
 
 ## What is not progress
 
-Results are compared by their skeleton (`fuzeguard._private.outcome`): volatile keys are left out
+Results are compared by their skeleton (`fuzeguard._private.meaning.outcome`): volatile keys are left out
 by name at any depth (`id`, `*_id`, `uuid`, `*_at`, `timestamp`, `duration*`, `elapsed*`, `*_ms`,
 `pid`, `cwd`, `execution_count`, `attempt`, `revision`, camelCase too, plus `volatile_keys` and a
 function's `volatile`), values shaped like a uuid, a hex digest or a timestamp are masked, JSON held

@@ -1,7 +1,7 @@
 """Write the timeline picture shown in docs/stopped.md: the stop report of the example trace
 ``ping_pong.jsonl`` replayed under ``live.toml``, as ``fuze report --html`` draws it.
 
-Run from anywhere: ``python scripts/gen_report_docs.py``. ``tests/test_report.py`` checks the
+Run from anywhere: ``python scripts/gen_report_docs.py``. ``tests/reports/test_report.py`` checks the
 committed picture is what this script writes.
 """
 
@@ -16,8 +16,8 @@ PICTURE = ROOT / "docs" / "images" / "stop-timeline.svg"
 
 def picture() -> str:
     from fuzeguard import Config
-    from fuzeguard._private.report import trace_reports
-    from fuzeguard._private.report_html import picture as draw
+    from fuzeguard._private.reports.report import trace_reports
+    from fuzeguard._private.reports.report_html import picture as draw
 
     here = os.getcwd()
     os.chdir(ROOT)  # the trace is named as the docs name it

@@ -10,11 +10,11 @@ import pytest
 from redis_server import RedisServer
 
 from fuzeguard import Config
-from fuzeguard._private import state
+from fuzeguard._private.runs import state
 from fuzeguard.testing import reset_implicit_run
-from tests.crewai_env import crewai_extras, crewai_python
-from tests.mcp1_env import mcp1_python
-from tests.strands_env import strands_extras, strands_python
+from tests.helpers.crewai_env import crewai_extras, crewai_python
+from tests.helpers.mcp1_env import mcp1_python
+from tests.helpers.strands_env import strands_extras, strands_python
 
 __all__ = ["crewai_extras", "crewai_python", "mcp1_python", "strands_extras", "strands_python"]
 

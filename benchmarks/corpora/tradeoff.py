@@ -52,7 +52,7 @@ REFERENCES: tuple[Setting, ...] = (
 
 def defaults() -> dict[str, object]:
     """Each knob's built-in default, from the settings in code."""
-    from fuzeguard._private.schema import schema
+    from fuzeguard._private.configuration.schema import schema
 
     return {key: schema()[key].default for key, _ in KNOBS}
 
@@ -69,7 +69,7 @@ def settings() -> list[tuple[str, Setting]]:
 
 def toml(setting: Setting) -> str:
     """The fuze.toml that writes ``setting``, each key in its table."""
-    from fuzeguard._private.schema import schema
+    from fuzeguard._private.configuration.schema import schema
 
     tables: dict[str, list[str]] = {}
     for key, value in setting:

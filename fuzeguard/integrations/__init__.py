@@ -6,6 +6,6 @@ point, so that a detection acts in the framework's terms. Each needs its framewo
 one conversation together: ``with conversations.run_for(thread_id): agent.invoke(...)``.
 """
 
-from fuzeguard.integrations._runs import KeyedRuns
+from fuzeguard.integrations._shared.runs import KeyedRuns
 
 __all__ = ["KeyedRuns"]

@@ -28,12 +28,12 @@ from typing import Any
 
 from langchain_core.callbacks import BaseCallbackHandler, BaseCallbackManager
 
-from fuzeguard._private.exceptions import LoopDetected
-from fuzeguard._private.forksafe import new_lock
-from fuzeguard._private.log import emit
-from fuzeguard._private.run import Run
-from fuzeguard.integrations._calls import Once, Outcome, ToolCalls
-from fuzeguard.integrations._runs import open_run, within
+from fuzeguard._private.publish.log import emit
+from fuzeguard._private.runs.forksafe import new_lock
+from fuzeguard._private.runs.loop_detected import LoopDetected
+from fuzeguard._private.runs.run import Run
+from fuzeguard.integrations._shared.calls import Once, Outcome, ToolCalls
+from fuzeguard.integrations._shared.runs import open_run, within
 
 NAME = "langchain-agent/inner"
 

@@ -21,8 +21,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from fuzeguard._private.log import emit
-from fuzeguard.integrations._calls import Once
+from fuzeguard._private.publish.log import emit
+from fuzeguard.integrations._shared.calls import Once
 
 # The tool call under way in this context, as a box counting the guarded agents started in it.
 _watch: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar(

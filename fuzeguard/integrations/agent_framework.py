@@ -60,19 +60,19 @@ from agent_framework import (
     ResponseStream,
 )
 
-from fuzeguard._private.exceptions import LoopDetected
-from fuzeguard._private.records import Detection
-from fuzeguard._private.run import current_run, make_current, restore_current
-from fuzeguard.integrations._calls import (
+from fuzeguard._private.meaning.records import Detection
+from fuzeguard._private.runs.loop_detected import LoopDetected
+from fuzeguard._private.runs.run import current_run, make_current, restore_current
+from fuzeguard.integrations._shared.calls import (
     ExitBehavior,
     ToolCalls,
     final_answer,
     stop_message,
     wrap_up_request,
 )
-from fuzeguard.integrations._calls import exit_behavior as exit_behavior_of
-from fuzeguard.integrations._model_calls import ModelCalls
-from fuzeguard.integrations._runs import (
+from fuzeguard.integrations._shared.calls import exit_behavior as exit_behavior_of
+from fuzeguard.integrations._shared.model_calls import ModelCalls
+from fuzeguard.integrations._shared.runs import (
     _opened,
     invocation,
     invocation_run,
@@ -80,12 +80,12 @@ from fuzeguard.integrations._runs import (
     open_run,
     user_run,
 )
-from fuzeguard.integrations._wrap_up import DEFAULT_TIMEOUT, WrapUp, answer
+from fuzeguard.integrations._shared.wrap_up import DEFAULT_TIMEOUT, WrapUp, answer
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-    from fuzeguard._private.options import ToolOptions
+    from fuzeguard._private.configuration.options import ToolOptions
 
 Next = Callable[[], Awaitable[None]]
 # How the framework answers a function call whose arguments do not validate (its stable text).

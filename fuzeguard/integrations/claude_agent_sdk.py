@@ -32,15 +32,15 @@ from typing import TYPE_CHECKING, Any
 
 from claude_agent_sdk import ClaudeAgentOptions, HookContext, HookMatcher
 
-from fuzeguard._private.exceptions import LoopDetected
-from fuzeguard._private.forksafe import new_lock
-from fuzeguard.integrations._calls import ToolCalls, final_answer, stop_message
-from fuzeguard.integrations._hooked import Invocation, Invocations
+from fuzeguard._private.runs.forksafe import new_lock
+from fuzeguard._private.runs.loop_detected import LoopDetected
+from fuzeguard.integrations._shared.calls import ToolCalls, final_answer, stop_message
+from fuzeguard.integrations._shared.hooked import Invocation, Invocations
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-    from fuzeguard._private.options import ToolOptions
+    from fuzeguard._private.configuration.options import ToolOptions
 
 _MAX_KILLED = 1024  # sessions whose last kill is kept for ``killed`` / ``final_answer``
 Hook = Any  # a hook callback: async (input, tool_use_id, context) -> output

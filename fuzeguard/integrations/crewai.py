@@ -59,11 +59,11 @@ from crewai.hooks.dispatch import HookAborted
 from crewai.utilities.agent_utils import format_answer
 from crewai.utilities.string_utils import sanitize_tool_name
 
-from fuzeguard._private.exceptions import LoopDetected
-from fuzeguard._private.forksafe import new_lock
-from fuzeguard._private.records import Detection
-from fuzeguard._private.run import Run
-from fuzeguard.integrations._calls import (
+from fuzeguard._private.meaning.records import Detection
+from fuzeguard._private.runs.forksafe import new_lock
+from fuzeguard._private.runs.loop_detected import LoopDetected
+from fuzeguard._private.runs.run import Run
+from fuzeguard.integrations._shared.calls import (
     ExitBehavior,
     Outcome,
     ToolCalls,
@@ -72,15 +72,15 @@ from fuzeguard.integrations._calls import (
     with_notes,
     wrap_up_request,
 )
-from fuzeguard.integrations._calls import exit_behavior as exit_behavior_of
-from fuzeguard.integrations._model_calls import ModelCalls
-from fuzeguard.integrations._runs import InvocationRuns, invocation, open_run, user_run, within
-from fuzeguard.integrations._wrap_up import WrapUp
+from fuzeguard.integrations._shared.calls import exit_behavior as exit_behavior_of
+from fuzeguard.integrations._shared.model_calls import ModelCalls
+from fuzeguard.integrations._shared.runs import InvocationRuns, invocation, open_run, user_run, within
+from fuzeguard.integrations._shared.wrap_up import WrapUp
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-    from fuzeguard._private.options import ToolOptions
+    from fuzeguard._private.configuration.options import ToolOptions
 
 _MAX_IN_FLIGHT = 1024
 # Calls being judged, by id of their tool_input dict (shared by every hook of one call): the guard

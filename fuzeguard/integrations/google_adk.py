@@ -51,23 +51,23 @@ from google.adk.tools.base_tool import BaseTool
 from google.adk.tools.tool_context import ToolContext
 from google.genai import types
 
-from fuzeguard._private.exceptions import LoopDetected
-from fuzeguard._private.forksafe import new_lock
-from fuzeguard.integrations._calls import (
+from fuzeguard._private.runs.forksafe import new_lock
+from fuzeguard._private.runs.loop_detected import LoopDetected
+from fuzeguard.integrations._shared.calls import (
     ToolCalls,
     final_answer,
     stop_message,
     warning_note,
     wrap_up_request,
 )
-from fuzeguard.integrations._hooked import Invocations
-from fuzeguard.integrations._model_calls import ModelCalls
-from fuzeguard.integrations._wrap_up import WrapUp
+from fuzeguard.integrations._shared.hooked import Invocations
+from fuzeguard.integrations._shared.model_calls import ModelCalls
+from fuzeguard.integrations._shared.wrap_up import WrapUp
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-    from fuzeguard._private.options import ToolOptions
+    from fuzeguard._private.configuration.options import ToolOptions
 
 _MAX_KILLED = 1024  # sessions whose last kill is kept for ``killed``
 

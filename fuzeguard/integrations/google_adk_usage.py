@@ -16,7 +16,7 @@ from google.adk.agents.callback_context import CallbackContext
 from google.adk.models.llm_response import LlmResponse
 from google.adk.plugins.base_plugin import BasePlugin
 
-from fuzeguard._private.run import Run
+from fuzeguard._private.runs.run import Run
 from fuzeguard.metering import Prices, add_usage
 
 

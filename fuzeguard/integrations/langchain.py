@@ -43,11 +43,12 @@ from langchain.agents.middleware.types import PrivateStateAttr
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from typing_extensions import NotRequired
 
-from fuzeguard._private.exceptions import LoopDetected
-from fuzeguard._private.forksafe import new_lock
-from fuzeguard._private.records import Detection
-from fuzeguard._private.run import Run, current_run
-from fuzeguard.integrations._calls import (
+from fuzeguard._private.meaning.records import Detection
+from fuzeguard._private.runs.forksafe import new_lock
+from fuzeguard._private.runs.loop_detected import LoopDetected
+from fuzeguard._private.runs.run import Run, current_run
+from fuzeguard.integrations._langchain_inner import InnerAgents
+from fuzeguard.integrations._shared.calls import (
     GuardedTwice,
     Outcome,
     ToolCalls,
@@ -55,18 +56,17 @@ from fuzeguard.integrations._calls import (
     guarded,
     wrap_up_request,
 )
-from fuzeguard.integrations._calls import (
+from fuzeguard.integrations._shared.calls import (
     exit_behavior as exit_behavior_of,
 )
-from fuzeguard.integrations._langchain_inner import InnerAgents
-from fuzeguard.integrations._model_calls import ModelCalls
-from fuzeguard.integrations._runs import MAX_KEYED_RUNS, new_run, user_run, within
-from fuzeguard.integrations._wrap_up import DEFAULT_TIMEOUT, WrapUp, answer
+from fuzeguard.integrations._shared.model_calls import ModelCalls
+from fuzeguard.integrations._shared.runs import MAX_KEYED_RUNS, new_run, user_run, within
+from fuzeguard.integrations._shared.wrap_up import DEFAULT_TIMEOUT, WrapUp, answer
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-    from fuzeguard._private.options import ToolOptions
+    from fuzeguard._private.configuration.options import ToolOptions
 
 ExitBehavior = Literal["end", "error", "continue"]
 _MARK = "fuzeguard"  # key in a refused call's ToolMessage.artifact (never sent to the model)

@@ -16,7 +16,7 @@ from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.messages import AIMessage
 from langchain_core.outputs import ChatGeneration, LLMResult
 
-from fuzeguard._private.run import Run
+from fuzeguard._private.runs.run import Run
 from fuzeguard.metering import Prices, add_usage
 
 

@@ -52,19 +52,19 @@ import weakref
 from collections.abc import Awaitable, Callable, Hashable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar, overload
 
-from fuzeguard._private.exceptions import LoopDetected
-from fuzeguard._private.forksafe import new_lock
-from fuzeguard._private.guard import Guard, Pending, Skipped, guard
-from fuzeguard._private.log import emit
-from fuzeguard._private.run import Run, make_current, restore_current
-from fuzeguard._private.secrets import exception_text
-from fuzeguard.integrations._calls import Outcome, ToolCalls, stop_message, with_notes
-from fuzeguard.integrations._runs import KeyedRuns
+from fuzeguard._private.meaning.secrets import exception_text
+from fuzeguard._private.publish.log import emit
+from fuzeguard._private.runs.forksafe import new_lock
+from fuzeguard._private.runs.guard import Guard, Pending, Skipped, guard
+from fuzeguard._private.runs.loop_detected import LoopDetected
+from fuzeguard._private.runs.run import Run, make_current, restore_current
+from fuzeguard.integrations._shared.calls import Outcome, ToolCalls, stop_message, with_notes
+from fuzeguard.integrations._shared.runs import KeyedRuns
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-    from fuzeguard._private.options import GuardOptions, ToolOptions
+    from fuzeguard._private.configuration.options import GuardOptions, ToolOptions
 
 F = TypeVar("F", bound=Callable[..., Any])
 MAX_SESSIONS = 1024  # runs kept for the most recently active sessions

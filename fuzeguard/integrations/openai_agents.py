@@ -60,10 +60,10 @@ from agents.tool_guardrails import (
     ToolOutputGuardrailData,
 )
 
-from fuzeguard._private.forksafe import new_lock
-from fuzeguard._private.records import Detection
-from fuzeguard._private.run import Run
-from fuzeguard.integrations._calls import (
+from fuzeguard._private.meaning.records import Detection
+from fuzeguard._private.runs.forksafe import new_lock
+from fuzeguard._private.runs.run import Run
+from fuzeguard.integrations._shared.calls import (
     ExitBehavior,
     Outcome,
     ToolCalls,
@@ -71,17 +71,17 @@ from fuzeguard.integrations._calls import (
     with_notes,
     wrap_up_request,
 )
-from fuzeguard.integrations._calls import (
+from fuzeguard.integrations._shared.calls import (
     exit_behavior as exit_behavior_of,
 )
-from fuzeguard.integrations._model_calls import ModelCalls
-from fuzeguard.integrations._runs import InvocationRuns, adopt, user_run
-from fuzeguard.integrations._wrap_up import DEFAULT_TIMEOUT, WrapUp, answer
+from fuzeguard.integrations._shared.model_calls import ModelCalls
+from fuzeguard.integrations._shared.runs import InvocationRuns, adopt, user_run
+from fuzeguard.integrations._shared.wrap_up import DEFAULT_TIMEOUT, WrapUp, answer
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-    from fuzeguard._private.options import ToolOptions
+    from fuzeguard._private.configuration.options import ToolOptions
 
 _OWNER = "_fuzeguard_guard"  # the LoopGuard that protected an agent first, on the agent
 # The ToolContext of the tool call the current task runs (set in the task that runs it): a

@@ -13,7 +13,7 @@ from typing import Any
 
 from agents import Agent, ModelResponse, RunContextWrapper, RunHooks
 
-from fuzeguard._private.run import Run
+from fuzeguard._private.runs.run import Run
 from fuzeguard.metering import Prices, add_usage
 
 

@@ -48,9 +48,10 @@ from pydantic_ai.run import AgentRunResult
 from pydantic_ai.toolsets import AbstractToolset, WrapperToolset
 from pydantic_ai.toolsets.abstract import ToolsetTool
 
-from fuzeguard._private.exceptions import LoopDetected
-from fuzeguard._private.records import Detection
-from fuzeguard.integrations._calls import (
+from fuzeguard._private.meaning.records import Detection
+from fuzeguard._private.runs.loop_detected import LoopDetected
+from fuzeguard.integrations._pydantic_ai_inner import InnerAgents, guarded_here
+from fuzeguard.integrations._shared.calls import (
     ExitBehavior,
     GuardedTwice,
     Outcome,
@@ -60,16 +61,15 @@ from fuzeguard.integrations._calls import (
     with_notes,
     wrap_up_request,
 )
-from fuzeguard.integrations._calls import exit_behavior as exit_behavior_of
-from fuzeguard.integrations._model_calls import ModelCalls
-from fuzeguard.integrations._pydantic_ai_inner import InnerAgents, guarded_here
-from fuzeguard.integrations._runs import InvocationRuns, invocation, invocation_run, open_run, within
-from fuzeguard.integrations._wrap_up import DEFAULT_TIMEOUT, WrapUp, answer
+from fuzeguard.integrations._shared.calls import exit_behavior as exit_behavior_of
+from fuzeguard.integrations._shared.model_calls import ModelCalls
+from fuzeguard.integrations._shared.runs import InvocationRuns, invocation, invocation_run, open_run, within
+from fuzeguard.integrations._shared.wrap_up import DEFAULT_TIMEOUT, WrapUp, answer
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-    from fuzeguard._private.options import ToolOptions
+    from fuzeguard._private.configuration.options import ToolOptions
 
 
 

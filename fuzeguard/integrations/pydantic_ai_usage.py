@@ -21,7 +21,7 @@ from pydantic_ai.models import KnownModelName, Model, ModelRequestParameters, St
 from pydantic_ai.models.wrapper import WrapperModel
 from pydantic_ai.settings import ModelSettings
 
-from fuzeguard._private.run import Run
+from fuzeguard._private.runs.run import Run
 from fuzeguard.metering import Prices, add_usage
 
 

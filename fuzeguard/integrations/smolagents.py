@@ -56,11 +56,11 @@ from smolagents.utils import (
     AgentToolExecutionError,
 )
 
-from fuzeguard._private.exceptions import LoopDetected
-from fuzeguard._private.guard import guard
-from fuzeguard._private.records import Detection
-from fuzeguard._private.run import Run, current_run
-from fuzeguard.integrations._calls import (
+from fuzeguard._private.meaning.records import Detection
+from fuzeguard._private.runs.guard import guard
+from fuzeguard._private.runs.loop_detected import LoopDetected
+from fuzeguard._private.runs.run import Run, current_run
+from fuzeguard.integrations._shared.calls import (
     ExitBehavior,
     ToolCalls,
     final_answer,
@@ -68,15 +68,15 @@ from fuzeguard.integrations._calls import (
     with_notes,
     wrap_up_request,
 )
-from fuzeguard.integrations._calls import exit_behavior as exit_behavior_of
-from fuzeguard.integrations._model_calls import ModelCalls
-from fuzeguard.integrations._runs import invocation, new_run, user_run, within
-from fuzeguard.integrations._wrap_up import DEFAULT_TIMEOUT, WrapUp, answer
+from fuzeguard.integrations._shared.calls import exit_behavior as exit_behavior_of
+from fuzeguard.integrations._shared.model_calls import ModelCalls
+from fuzeguard.integrations._shared.runs import invocation, new_run, user_run, within
+from fuzeguard.integrations._shared.wrap_up import DEFAULT_TIMEOUT, WrapUp, answer
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-    from fuzeguard._private.options import GuardOptions, ToolOptions
+    from fuzeguard._private.configuration.options import GuardOptions, ToolOptions
 
 _MARK = "_fuzeguard_protected"
 

@@ -59,18 +59,18 @@ from strands.hooks import (
 )
 from strands.types.tools import ToolResultContent
 
-from fuzeguard._private.exceptions import LoopDetected
-from fuzeguard._private.forksafe import new_lock
-from fuzeguard._private.records import Detection
-from fuzeguard.integrations._calls import ToolCalls, stop_message, wrap_up_request
-from fuzeguard.integrations._hooked import Invocation, Invocations
-from fuzeguard.integrations._model_calls import ModelCalls
-from fuzeguard.integrations._wrap_up import DEFAULT_TIMEOUT, WrapUp, answer
+from fuzeguard._private.meaning.records import Detection
+from fuzeguard._private.runs.forksafe import new_lock
+from fuzeguard._private.runs.loop_detected import LoopDetected
+from fuzeguard.integrations._shared.calls import ToolCalls, stop_message, wrap_up_request
+from fuzeguard.integrations._shared.hooked import Invocation, Invocations
+from fuzeguard.integrations._shared.model_calls import ModelCalls
+from fuzeguard.integrations._shared.wrap_up import DEFAULT_TIMEOUT, WrapUp, answer
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-    from fuzeguard._private.options import ToolOptions
+    from fuzeguard._private.configuration.options import ToolOptions
 
 STATE_KEY = "loop_detected"  # where a kill's LoopDetected is left in the result's state
 # How Strands answers a ``@tool`` function's call whose arguments do not validate (its own text).

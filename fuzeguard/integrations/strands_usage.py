@@ -15,7 +15,7 @@ from typing import Any
 
 from strands.hooks import AfterModelCallEvent, HookRegistry
 
-from fuzeguard._private.run import Run
+from fuzeguard._private.runs.run import Run
 from fuzeguard.metering import Prices, add_usage
 
 

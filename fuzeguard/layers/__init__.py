@@ -9,8 +9,7 @@ pass instances with ``guard(..., layers=[...])``; everything a layer needs is im
 
 from __future__ import annotations
 
-from fuzeguard._private.kinds import KINDS
-from fuzeguard._private.layer import (
+from fuzeguard._private.judging.layer import (
     Feature,
     KeepsHistory,
     Layer,
@@ -23,8 +22,9 @@ from fuzeguard._private.layer import (
     WatchesStreams,
     setting,
 )
-from fuzeguard._private.public import name_classes as _name_classes
-from fuzeguard._private.records import Call, CallRecord, Detection
+from fuzeguard._private.meaning.kinds import KINDS
+from fuzeguard._private.meaning.records import Call, CallRecord, Detection
+from fuzeguard._private.runs.public import name_classes as _name_classes
 from fuzeguard.layers.cost_velocity import CostVelocity
 from fuzeguard.layers.cycle import Cycle
 from fuzeguard.layers.dedup import Dedup

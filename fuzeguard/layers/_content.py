@@ -30,10 +30,10 @@ from collections.abc import Mapping, Sequence, Set
 from itertools import pairwise
 from typing import Any, Final
 
-from fuzeguard._private.layer import Feature
-from fuzeguard._private.outcome import error_template as template_of
-from fuzeguard._private.outcome import error_text
-from fuzeguard._private.records import CallRecord
+from fuzeguard._private.judging.layer import Feature
+from fuzeguard._private.meaning.outcome import error_template as template_of
+from fuzeguard._private.meaning.outcome import error_text
+from fuzeguard._private.meaning.records import CallRecord
 from fuzeguard.layers._evidence import ACKNOWLEDGING, INFORMING
 
 SMALL_TEXT: Final = 4096
@@ -51,7 +51,7 @@ _ASCII_WORD = re.compile(r"\w+", re.ASCII)
 
 def error_template(error: BaseException | str) -> str:
     """An error's class and message with the parts that echo inputs masked (see
-    ``fuzeguard._private.outcome.error_template``)."""
+    ``fuzeguard._private.meaning.outcome.error_template``)."""
     return template_of(error if isinstance(error, str) else error_text(error))
 
 

@@ -6,7 +6,7 @@ Three questions, answered the same way everywhere:
   is compared by what failed (its masked error text: ``outcome.failure_fingerprint``), or, for
   the very same call failing again, is simply a failure again (however its message drifts), an
   identical write is a repeat whatever receipt it got (a new revision number or message id is not
-  progress), and anything else is compared by its skeleton (``fuzeguard._private.outcome``).
+  progress), and anything else is compared by its skeleton (``fuzeguard._private.meaning.outcome``).
 * ``changes_state``: did a completed call change the world, so that a read repeated after it may
   answer anew? A write that did not fail does (a call of kind ``write``: by its name, a shell
   command that writes, or declared). Reads, searches, failures and ``noop`` tools do not.
@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 
-from fuzeguard._private.kinds import infer_kind
-from fuzeguard._private.records import Call, CallRecord
+from fuzeguard._private.meaning.kinds import infer_kind
+from fuzeguard._private.meaning.records import Call, CallRecord
 
 #: Kinds whose calls act on the world: new arguments are new work, whatever the answer.
 ACTING = frozenset({"write", "exec"})

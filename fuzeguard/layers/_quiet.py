@@ -5,7 +5,7 @@ Most calls an agent makes are unremarkable. Each layer of the default stack (``i
 the run; ``Quiet`` makes those same looks once, in one function, for a plan whose stack holds those
 four built-in layers (whatever their settings). When it answers True, each of the four would have
 answered None on its own; when it answers False, nothing is concluded and the layers judge the call
-as usual. Any other layer of the stack is asked either way. ``tests/test_cheap_exits.py`` compares
+as usual. Any other layer of the stack is asked either way. ``tests/meaning/test_cheap_exits.py`` compares
 its answers with the layers' own on random runs.
 """
 
@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from fuzeguard._private.layer import Layer
-from fuzeguard._private.records import Call, CallRecord
+from fuzeguard._private.judging.layer import Layer
+from fuzeguard._private.meaning.records import Call, CallRecord
 from fuzeguard.layers._evidence import ACKNOWLEDGING, TRANSPARENT
 from fuzeguard.layers.cycle import WAIT_WARN_LAPS, Cycle
 from fuzeguard.layers.dedup import Dedup

@@ -29,7 +29,7 @@ from itertools import compress, repeat
 from operator import lt
 from typing import Any, Final
 
-from fuzeguard._private.settings import VOLATILE_KEYS
+from fuzeguard._private.configuration.settings import VOLATILE_KEYS
 
 LONG_TEXT: Final = 5000
 MAX_TEXT: Final = 1_000_000

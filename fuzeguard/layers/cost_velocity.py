@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from fuzeguard._private.layer import Feature, LayerSettings, RunView, setting
-from fuzeguard._private.records import Call, CallRecord, Detection
+from fuzeguard._private.judging.layer import Feature, LayerSettings, RunView, setting
+from fuzeguard._private.meaning.records import Call, CallRecord, Detection
 from fuzeguard.layers._content import CONTENT, count_new
 
 

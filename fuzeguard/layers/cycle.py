@@ -14,8 +14,8 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
-from fuzeguard._private.layer import LayerSettings, RunView, setting
-from fuzeguard._private.records import Call, CallRecord, Detection
+from fuzeguard._private.judging.layer import LayerSettings, RunView, setting
+from fuzeguard._private.meaning.records import Call, CallRecord, Detection
 from fuzeguard.layers._evidence import ACTING, repeat_key
 
 # Cycles that wait on a poll, and cycles of calls whose arguments vary and whose results are

@@ -27,9 +27,9 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from fuzeguard._private.fingerprint import encode, fingerprint
-from fuzeguard._private.layer import Feature, LayerSettings, RunView, setting
-from fuzeguard._private.records import Call, CallRecord, Detection, Evidence, Kind
+from fuzeguard._private.judging.layer import Feature, LayerSettings, RunView, setting
+from fuzeguard._private.meaning.fingerprint import encode, fingerprint
+from fuzeguard._private.meaning.records import Call, CallRecord, Detection, Evidence, Kind
 from fuzeguard.layers._evidence import (
     ACTING,
     FAILED,

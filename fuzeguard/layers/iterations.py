@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import ClassVar
 
-from fuzeguard._private.layer import LayerSettings, RunView, Section, setting
-from fuzeguard._private.records import IN_FLIGHT, Call, CallRecord, Detection
+from fuzeguard._private.judging.layer import LayerSettings, RunView, Section, setting
+from fuzeguard._private.meaning.records import IN_FLIGHT, Call, CallRecord, Detection
 
 #: The built-in cap, when ``max_iterations`` is not set (Fuze's default).
 DEFAULT_CAP = 25

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from fuzeguard._private.layer import LayerSettings, RunView, Scope, Section, setting
-from fuzeguard._private.records import Call, Detection
+from fuzeguard._private.judging.layer import LayerSettings, RunView, Scope, Section, setting
+from fuzeguard._private.meaning.records import Call, Detection
 
 _STOP = "Stop calling tools and give your final answer with what you have."
 

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Any, ClassVar, Final
 
-from fuzeguard._private.fingerprint import fingerprint
-from fuzeguard._private.layer import Feature, LayerSettings, RunView, setting
-from fuzeguard._private.records import Call, CallRecord, Detection
+from fuzeguard._private.judging.layer import Feature, LayerSettings, RunView, setting
+from fuzeguard._private.meaning.fingerprint import fingerprint
+from fuzeguard._private.meaning.records import Call, CallRecord, Detection
 from fuzeguard.layers._content import CONTENT, NEUTRAL, brought_nothing_new, units_of
 from fuzeguard.layers._evidence import ACKNOWLEDGING, INFORMING, TRANSPARENT
 

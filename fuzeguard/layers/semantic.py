@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from fuzeguard._private.layer import LayerSettings, RunView, setting
-from fuzeguard._private.log import emit
-from fuzeguard._private.records import Call, CallRecord, Detection
+from fuzeguard._private.judging.layer import LayerSettings, RunView, setting
+from fuzeguard._private.meaning.records import Call, CallRecord, Detection
+from fuzeguard._private.publish.log import emit
 from fuzeguard.layers._similarity import ChantScanner, Embedder, Text, chant_of, similarity, text_of
 
 

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
-from fuzeguard._private.exceptions import ConfigError, StoreUnavailable
-from fuzeguard._private.log import emit
+from fuzeguard._private.publish.log import emit
+from fuzeguard._private.runs.exceptions import ConfigError, StoreUnavailable
 
 if TYPE_CHECKING:
-    from fuzeguard._private.plan import Plan
-    from fuzeguard._private.records import Call, CallRecord, Decision, Detection
-    from fuzeguard._private.run import Run
+    from fuzeguard._private.judging.plan import Plan
+    from fuzeguard._private.meaning.records import Call, CallRecord, Decision, Detection
+    from fuzeguard._private.runs.run import Run
 
 
 __all__ = ["Store", "StoreUnavailable", "open_store", "store_problem"]
@@ -30,7 +30,7 @@ def store_problem(config: Any, url: str, from_code: bool = True) -> str | None:
     """Why a store cannot work as configured, with the fix; None when it can. ``from_code``:
     the store was given in code; one from the config file or ``FUZE_STORE`` shares every named
     run, so it needs a namespace."""
-    from fuzeguard._private.validation import check_store_url, masked_url
+    from fuzeguard._private.configuration.validation import check_store_url, masked_url
 
     try:
         check_store_url(url)
@@ -86,7 +86,7 @@ class Store(Protocol):
 def open_store(run: Run, url: str | None, parent: Run | str | None) -> Store | None:
     """The store of a run opened with ``store=url`` and/or ``parent=``; None when the store
     cannot work here and the run is judged in this process (``store_problem`` says why)."""
-    from fuzeguard._private.run import Run as RunClass
+    from fuzeguard._private.runs.run import Run as RunClass
 
     if url is not None:
         problem = store_problem(run.config, url, run.config.origin_of("store") == "code")

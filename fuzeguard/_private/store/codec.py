@@ -21,8 +21,8 @@ import sys
 from collections.abc import Hashable, Mapping
 from typing import Any
 
-from fuzeguard._private.fastinit import new_decision, new_record
-from fuzeguard._private.records import CallRecord, Decision, Detection
+from fuzeguard._private.meaning.fastinit import new_decision, new_record
+from fuzeguard._private.meaning.records import CallRecord, Decision, Detection
 
 
 class Unshareable(ValueError):

@@ -20,12 +20,12 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from fuzeguard._private.fastinit import new_call, new_decision
-from fuzeguard._private.records import IN_FLIGHT, Call, CallRecord, Decision
+from fuzeguard._private.meaning.fastinit import new_call, new_decision
+from fuzeguard._private.meaning.records import IN_FLIGHT, Call, CallRecord, Decision
 from fuzeguard._private.store import codec
 
 if TYPE_CHECKING:
-    from fuzeguard._private.run import Run
+    from fuzeguard._private.runs.run import Run
 
 
 def local_start(wall: float) -> float:

@@ -10,13 +10,13 @@ from __future__ import annotations
 from contextlib import ExitStack
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from fuzeguard._private import state
-from fuzeguard._private.records import Call, CallRecord, Decision, Detection
-from fuzeguard._private.runstate import _REFUSED
+from fuzeguard._private.meaning.records import Call, CallRecord, Decision, Detection
+from fuzeguard._private.runs import state
+from fuzeguard._private.runs.runstate import _REFUSED
 
 if TYPE_CHECKING:
-    from fuzeguard._private.plan import Plan
-    from fuzeguard._private.run import Run
+    from fuzeguard._private.judging.plan import Plan
+    from fuzeguard._private.runs.run import Run
 
 
 def parent_limit(

@@ -50,19 +50,20 @@ import weakref
 from collections.abc import Generator
 from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias, TypeVar
 
-from fuzeguard._private.fingerprint import keyed
-from fuzeguard._private.forksafe import new_lock
-from fuzeguard._private.log import emit
-from fuzeguard._private.records import Call, CallRecord, Decision, Detection
-from fuzeguard._private.runstate import _REFUSED
-from fuzeguard._private.secrets import redactor, scrub_leaves
-from fuzeguard._private.store import StoreUnavailable, backlog, codec, events
+from fuzeguard._private.configuration.validation import masked_url
+from fuzeguard._private.meaning.fingerprint import keyed
+from fuzeguard._private.meaning.records import Call, CallRecord, Decision, Detection
+from fuzeguard._private.meaning.secrets import redactor, scrub_leaves
+from fuzeguard._private.publish.log import emit
+from fuzeguard._private.runs.exceptions import StoreUnavailable
+from fuzeguard._private.runs.forksafe import new_lock
+from fuzeguard._private.runs.runstate import _REFUSED
+from fuzeguard._private.store import backlog, codec, events
 from fuzeguard._private.store.parent import limit_decision, parent_limit
-from fuzeguard._private.validation import masked_url
 
 if TYPE_CHECKING:
-    from fuzeguard._private.plan import Plan
-    from fuzeguard._private.run import Run
+    from fuzeguard._private.judging.plan import Plan
+    from fuzeguard._private.runs.run import Run
 
 SNAPSHOT_EVERY = 64
 MAX_EVENTS = 4096  # events kept however far behind the last snapshot is
@@ -420,7 +421,7 @@ class RedisStore:
     asks: ClassVar[bool] = True  # ``_decide`` asks, waiting off the event loop in ``_adrive``
 
     def __init__(self, run: Run, url: str, parent: Run | str | None) -> None:
-        from fuzeguard._private.run import Run as RunClass
+        from fuzeguard._private.runs.run import Run as RunClass
 
         if not run.name:
             raise TypeError(

@@ -1,0 +1,1 @@
+"""Configuration: the keys and their defaults, config files, discovery, validation and trust."""

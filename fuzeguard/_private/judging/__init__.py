@@ -1,0 +1,1 @@
+"""Judging a call: the plan, the layer protocol, the decision core, completion and watching."""

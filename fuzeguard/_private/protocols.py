@@ -1,0 +1,23 @@
+"""Types that modules name in their hints without importing the module that implements them.
+
+As structlog's ``typing`` module: a module that only needs the shape of a callback imports it from
+here, so that a type hint never ties two modules into an import circle.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from fuzeguard._private.meaning.records import Detection
+
+# An ``on_detect`` hook: called with each detection of a run (``guard(on_detect=...)``,
+# ``fuzeguard.run(on_detect=...)``); what it returns is ignored.
+DetectHook = Callable[[Detection], object]
+
+
+class Publisher(Protocol):
+    """What a subscriber needs of a run to listen to it (``Run.subscribe``): the events it
+    publishes reach ``subscriber``, a callable taking one event; the call returned unsubscribes."""
+
+    def subscribe(self, subscriber: Callable[[Any], object], *events: type[Any]) -> Callable[[], None]: ...

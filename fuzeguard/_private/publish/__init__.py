@@ -1,0 +1,1 @@
+"""What a run publishes: events, the standard sinks, hooks, the log, OpenTelemetry and traces."""

@@ -1,0 +1,1 @@
+"""After a run: replay of traces, stop reports (text and HTML) and advice."""

@@ -1,0 +1,1 @@
+"""Runs: the run and its state, ``guard()``, budgets, ``ask``, exceptions and process-wide switches."""

@@ -1,0 +1,1 @@
+"""What the framework integrations share: calls, hooks, model calls, runs and the final answer."""
