@@ -17,7 +17,10 @@ call takes two round trips at most unless it is refused or its process has to re
 The completions of this process's earlier calls are not sent on their own: they wait in a short
 queue (``MAX_QUEUED``) and travel in front of the next decision, in the same script (a completion
 with a cost or an error is sent at once: the other processes judge their budgets by it). Every few
-dozen events a commit also carries a snapshot of the state, and the events before it are dropped.
+dozen events a commit also carries a snapshot of the state, and the events before it are dropped:
+the snapshot is made by the one process whose commit wrote across a multiple of
+``SNAPSHOT_EVERY``, of its copy just after that commit (exactly the log at that place), and sent
+with its next commit.
 
 **Lifetime.** Closing a run never deletes it: it lives until ``run.end()`` (or ``fuze end``) or
 until ``store_ttl`` after its last activity (every script renews the keys' time to live).
@@ -103,7 +106,8 @@ end
 # KEYS: m, e of the run, then of each ancestor. ARGV: 1 ttl (ms), 2 max events, 3 the writer,
 # 4 the kill: "1" the events kill the run, "0" they reset it, "" neither, 5 the epoch the writer's
 # copy is of, 6 the seq it is at, 7 the mode (EXACT, RELAXED or APPEND), 8 calls and 9 cost to add
-# to the run's counters, 10 a snapshot ("" none) of the log at seq 11, 12 the number of the
+# to the run's counters, 10 a snapshot ("" none) of the log at seq 11 (taken if it is later than
+# the run's and every event after it is kept, whatever else moved the log), 12 the number of the
 # writer's last event, 13 k, then k events; then per ancestor: event ("" none), calls, cost.
 # Returns {status, seq, missed, snapshot seq} where missed holds the events after the writer's
 # seq (false when they are no longer kept); status OVER_BUDGET adds the budget's owner (0: the
@@ -159,7 +163,8 @@ end
 if ARGV[4] == '1' then redis.call('HSET', m, 'killed', '1') end
 if ARGV[4] == '0' then redis.call('HDEL', m, 'killed') end
 local at = tonumber(ARGV[11])
-if ARGV[10] ~= '' and not moved and at > snapseq and at <= seq then
+if ARGV[10] ~= '' and at > snapseq and at <= seq and seq - at <= cap
+    and redis.call('LLEN', e) >= seq - at then
   redis.call('HSET', m, 'snapseq', at, 'snap', ARGV[10])
   if seq == at then redis.call('DEL', e) else redis.call('LTRIM', e, at - seq, -1) end
   out[4] = at
@@ -461,6 +466,9 @@ class RedisStore:
         self.queue_cost = 0.0
         self.doubt: list[dict[str, Any]] = []
         self.encoded: events.Encoded = {}  # records as snapshots write them (``events.snapshot``)
+        # A snapshot of the copy at a place in the log (place, text), made after a commit that
+        # left the copy exactly as the log is there; sent with the next commit (``_commit``).
+        self.snap: tuple[int, str] | None = None
         self.own = events.Tally(0)  # what this process did since the run's last reset
         self.owed: tuple[str, list[Any] | None] | None = None  # ``own``, to write back (``_owe``)
         self.outage: _Outage | None = None
@@ -486,7 +494,7 @@ class RedisStore:
         take its siblings' events for its own and skip them. What the parent has not written
         yet is the parent's to write; the child reloads the run at its first use."""
         self.worker = f"{worker_id()}/{os.urandom(2).hex()}"
-        self.seq = -1
+        self.seq, self.snap = -1, None
         self.queue, self.queue_cost, self.doubt = [], 0.0, []
         self.own.clear()
         self.outage = self.owed = None
@@ -627,6 +635,7 @@ class RedisStore:
         self, run: Run, snap: bytes | None, fromsnap: Any, calls: Any, cost: Any,
         start: float | None = None,
     ) -> None:
+        self.snap = None  # of the copy before
         if snap:
             events.restore(run, snap.decode())
         else:
@@ -664,10 +673,7 @@ class RedisStore:
         books ``extra`` once it is appended."""
         sent = self.queue + extra
         total = cost + self.queue_cost
-        snapshot, at = "", self.seq + len(self.queue)
-        if mode != APPEND and ((at + 1) // SNAPSHOT_EVERY > self.seq // SNAPSHOT_EVERY
-                               or at - self.snapseq >= 4 * SNAPSHOT_EVERY):
-            snapshot = events.snapshot(run, self.encoded)  # the log at ``at``: before ``extra``
+        at, snapshot = (0, "") if self.snap is None else self.snap
         last = sent[-1]["n"] if sent else 0
         args: list[Any] = [self.ttl_ms, MAX_EVENTS, self.worker, events.kill_change(sent),
                            self.epoch, self.seq, mode, calls, repr(total), snapshot, at, last,
@@ -694,6 +700,9 @@ class RedisStore:
                 return [MOVED, self.seq, [], self.snapseq]
             return (yield from self._commit(run, extra, mode, calls, cost, retry=False))
         self.snapseq = max(self.snapseq, int(reply[3]))
+        if self.snap is not None and (status == COMMITTED or self.snapseq >= self.snap[0]):
+            self.snap = None  # taken, or another process's later one was
+        queued = bool(self.queue)
         if status == COMMITTED:
             self.queue, self.queue_cost = [], 0.0
         if not _listed(missed):
@@ -701,7 +710,23 @@ class RedisStore:
             return reply
         self._apply(run, missed, skip_own=True)
         self.seq = seq
+        if status == COMMITTED and (not missed or not queued):
+            self._snapshot_due(run, seq, len(extra), len(sent))
         return reply
+
+    def _snapshot_due(self, run: Run, seq: int, extra: int, written: int) -> None:
+        """After a commit of ``written`` events that brought the log to ``seq`` and left the copy
+        exactly as the log is before the last ``extra`` of them (not booked yet), no event of this
+        process booked ahead of the others' it just applied: make the snapshot of the log there
+        if this commit's events crossed a multiple of
+        ``SNAPSHOT_EVERY`` (one process per multiple, whichever wrote across it), or the latest
+        snapshot is far behind. It travels with this process's next commit: a snapshot is made
+        once per ``SNAPSHOT_EVERY`` events however many processes share the run, and none is
+        made for a commit that another process's events would make useless."""
+        at = seq - extra
+        if seq // SNAPSHOT_EVERY > (seq - written) // SNAPSHOT_EVERY or (
+                at - self.snapseq >= 4 * SNAPSHOT_EVERY):
+            self.snap = (at, events.snapshot(run, self.encoded))
 
     def _merge(
         self, run: Run, tally: events.Tally, number: str, kill: list[Any] | None, mine: bool
@@ -1060,7 +1085,7 @@ class RedisStore:
         with run._lock:
             self._drive(self._flush(run))
             end_run(self.url, self.namespace, run.name or "", self.ttl_ms / 1000, self.timeout)
-            self.seq, self.epoch, self.snapseq = -1, "", 0
+            self.seq, self.epoch, self.snapseq, self.snap = -1, "", 0, None
             self.queue, self.queue_cost, self.doubt = [], 0.0, []
             self.own.clear()
             self.outage = self.owed = None
