@@ -45,6 +45,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import itertools
+import json
 import math
 import os
 import socket
@@ -94,9 +95,9 @@ EXACT, RELAXED, APPEND = "1", "2", "0"
 _MISSED = """
 local function missed(e, expected, seq)
   local count = seq - expected
-  if count <= 0 then return {} end
+  if count <= 0 then return '[]' end
   if count > redis.call('LLEN', e) then return false end
-  return redis.call('LRANGE', e, -count, -1)
+  return '[' .. table.concat(redis.call('LRANGE', e, -count, -1), ',') .. ']'
 end
 local function trim(e, cap)
   if redis.call('LLEN', e) > cap then redis.call('LTRIM', e, -cap, -1) end
@@ -111,7 +112,8 @@ end
 # writer's last event, 13 k, then k events; then per ancestor: event ("" none), calls, cost.
 # Returns {status, seq, missed, snapshot seq} where missed holds the events after the writer's
 # seq (false when they are no longer kept); status OVER_BUDGET adds the budget's owner (0: the
-# run, i > 0: its i-th ancestor), "max_calls" or "max_cost", used, limit.
+# run, i > 0: its i-th ancestor), "max_calls" or "max_cost", used, limit. The scripts return a
+# list of events as one JSON array (``missed``): read in one ``json.loads``.
 _COMMIT = _MISSED + """
 local ttl, cap, me = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
 local n = #KEYS / 2
@@ -654,15 +656,18 @@ class RedisStore:
         run._calls = int(calls or 0)
         run._cost = float(cost or 0.0)
 
-    def _apply(self, run: Run, raw_events: list[bytes], skip_own: bool) -> None:
-        """Book events from the log; ``skip_own``: not this process's own, already booked."""
-        for event in events.parse_all(raw_events):
+    def _apply(self, run: Run, raw_events: bytes, skip_own: bool) -> int:
+        """Book events from the log (a JSON array, as the scripts return them); ``skip_own``: not
+        this process's own, already booked. Returns how many the log held."""
+        found: list[dict[str, Any]] = json.loads(raw_events)
+        for event in found:
             if skip_own and event.get("w") == self.worker:
                 continue
             kind = event["k"]
             if kind == "r" or (kind == "o" and event.get("reset")):
                 self.own.clear()
             events.apply(run, event, self.encoded)
+        return len(found)
 
     def _commit(
         self, run: Run, extra: list[dict[str, Any]], mode: str, calls: int = 0,
@@ -708,9 +713,9 @@ class RedisStore:
         if not _listed(missed):
             yield from self._load(run)  # too far behind: from the snapshot (own events included)
             return reply
-        self._apply(run, missed, skip_own=True)
+        moved = self._apply(run, missed, skip_own=True) > 0
         self.seq = seq
-        if status == COMMITTED and (not missed or not queued):
+        if status == COMMITTED and (not moved or not queued):
             self._snapshot_due(run, seq, len(extra), len(sent))
         return reply
 
@@ -1118,8 +1123,9 @@ def _advance(steps: Steps[Any], reply: Any, error: BaseException | None) -> tupl
 
 
 def _listed(value: Any) -> bool:
-    """A script's list of events (an empty one included), as opposed to false: not kept."""
-    return isinstance(value, list)
+    """A script's list of events (an empty one included: the scripts join them in one JSON
+    array, read in one ``json.loads``), as opposed to false: not kept."""
+    return isinstance(value, bytes)
 
 
 def _is_redis_error(exc: BaseException) -> bool:
