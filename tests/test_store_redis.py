@@ -211,6 +211,22 @@ def test_max_duration_counts_from_the_run_s_first_call_in_any_process(
     assert caught.value.detection.pattern == "max_duration"
 
 
+def test_scripts_redis_no_longer_holds_are_loaded_again(redis_server: RedisServer) -> None:
+    """The scripts are called by their digest: when Redis no longer holds them (``SCRIPT FLUSH``,
+    a restarted server), the next call loads them again, and no call is judged out of reach."""
+    with shared(redis_server, "flushed", max_calls=3) as run:
+        fetch(1)
+        redis_server.client().script_flush()
+        fetch(2)
+        redis_server.client().script_flush()
+        fetch(3)
+        with pytest.raises(LoopDetected):
+            fetch(4)
+        stats = run.stats()
+    assert (stats.calls, stats.store_errors, stats.locally_judged) == (3, 0, 0)
+    assert redis_server.client().hget("fuzeguard:{flushed}:m", "calls") == b"3"
+
+
 def test_history_is_bounded_by_the_windows_the_layers_need(redis_server: RedisServer) -> None:
     with shared(redis_server, "bounded") as run:
         for i in range(1000):
