@@ -266,7 +266,7 @@ def scrub_leaves(value: Any, values: Iterable[str] = (), depth: int = 0) -> Any:
     mappings too): the same object when nothing in it changed."""
     if type(value) is str:
         return scrub(value, values)
-    if depth == 0 and type(value) in _PLAIN:
+    if depth == 0 and type(value) in _SEQUENCES:
         # What a layer keeps of a call (word pairs in sets and tuples): its strings tested all at
         # once, joined; when none could change, it is returned without a walk that scrubs each.
         texts: list[str] = []
@@ -289,7 +289,7 @@ def scrub_leaves(value: Any, values: Iterable[str] = (), depth: int = 0) -> Any:
     return type(value)(scrubbed)
 
 
-_PLAIN = (tuple, list, frozenset, set)
+_SEQUENCES = (tuple, list, frozenset, set)
 
 
 def _gather(value: Any, texts: list[str], depth: int) -> bool:
@@ -300,7 +300,7 @@ def _gather(value: Any, texts: list[str], depth: int) -> bool:
         t = type(item)
         if t is str:
             texts.append(item)
-        elif t in _PLAIN:
+        elif t in _SEQUENCES:
             if depth >= 32 or not _gather(item, texts, depth + 1):
                 return False
         elif isinstance(item, (tuple, list, frozenset, set, Mapping)):
