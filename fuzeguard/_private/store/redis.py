@@ -389,12 +389,23 @@ def asyncio_script(url: str, timeout: float, source: str) -> Any:
     return script
 
 
+class _Script:
+    """A script on the blocking client, called as redis-py's are: ``(keys=..., args=...)``."""
+
+    def __init__(self, script: Any) -> None:
+        self.script = script
+        self.registered_client = script.registered_client
+
+    def __call__(self, keys: list[str], args: list[Any]) -> Any:
+        return _run_script(self.script, keys, args)
+
+
 def _run_script(script: Any, keys: list[str], args: list[Any]) -> Any:
     """``script(keys=keys, args=args)`` on the blocking client it was registered on: the
     command packed here and sent on a connection of the client's pool. redis-py's own path adds
     to each command (its retries, which these clients have none of, its metrics and its packing
-    of each argument) several times the CPU of the round trip itself, and a shared run makes one
-    or two per call. A script Redis does not hold yet takes redis-py's path, which loads it."""
+    of each argument) more CPU than the round trip itself takes, and a shared run makes one or
+    two per call. A script Redis does not hold yet takes redis-py's path, which loads it."""
     client = script.registered_client
     pool = client.connection_pool
     encode = pool.get_encoder().encode
@@ -542,7 +553,7 @@ class RedisStore:
         client = _client(self.url, self.timeout)
         script = self._scripts.get(source)
         if script is None or script.registered_client is not client:
-            script = self._scripts[source] = client.register_script(source)
+            script = self._scripts[source] = _Script(client.register_script(source))
         return script
 
     def _drive(self, steps: Steps[T]) -> T:
@@ -565,7 +576,7 @@ class RedisStore:
                     finally:
                         lock.acquire()
                 else:
-                    reply = _run_script(self._script(request[0]), request[1], request[2])
+                    reply = self._script(request[0])(keys=request[1], args=request[2])
             except Exception as exc:
                 error = exc
 
