@@ -14,7 +14,7 @@ import structlog.testing
 import fuzeguard
 from fuzeguard import Config, LoopDetected, guard
 from fuzeguard._private.meaning.fingerprint import encode, fingerprint
-from fuzeguard._private.meaning.secrets import redactor, scrub
+from fuzeguard._private.meaning.secrets import redactor, scrub, scrub_leaves
 from fuzeguard._private.reports.replay import Replayer
 
 
@@ -322,3 +322,32 @@ def test_well_known_key_formats_are_scrubbed_wherever_they_appear(
     line = _lines(trace)[0]
     assert line["args"] == {"note": "key is [redacted]."}
     assert line["result"] == {"[redacted]": "use [redacted]"}
+
+
+@pytest.mark.parametrize("secret_at", [None, "pair", "nested", "set", "mapping"])
+def test_scrubbing_what_a_layer_keeps_checks_every_string_however_it_is_held(
+    secret_at: str | None,
+) -> None:
+    """What a shared run writes of a call's features (word pairs in sets, in tuples) is scrubbed
+    leaf by leaf: a value with nothing to scrub comes back as the same object, and one secret
+    anywhere in it, a named value or a secret-shaped one, is scrubbed wherever it sits."""
+    pairs = [("river", "stone"), ("cloud", "maple"), (3, None)]
+    token = "ghp_" + "a" * 36
+    if secret_at == "pair":
+        pairs.append(("hunter2x", "stone"))
+    elif secret_at == "nested":
+        pairs.append(("river", ("deep", (token,))))  # type: ignore[arg-type]
+    elif secret_at == "set":
+        pairs.append(frozenset({"plain", "hunter2x"}))  # type: ignore[arg-type]
+    listed: list[Any] = ["x", "y"]
+    if secret_at == "mapping":
+        listed.append({"k": token})
+    value = (frozenset(pairs), listed)
+    scrubbed = scrub_leaves(value, ("hunter2x",))
+    if secret_at is None:
+        assert scrubbed is value
+        return
+    text = repr(scrubbed)
+    assert "hunter2x" not in text and token not in text
+    assert "[redacted]" in text
+    assert scrub_leaves(scrubbed, ("hunter2x",)) == scrubbed  # nothing left to scrub

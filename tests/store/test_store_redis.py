@@ -211,6 +211,50 @@ def test_max_duration_counts_from_the_run_s_first_call_in_any_process(
     assert caught.value.detection.pattern == "max_duration"
 
 
+def test_scripts_redis_no_longer_holds_are_loaded_again(redis_server: RedisServer) -> None:
+    """The scripts are called by their digest: when Redis no longer holds them (``SCRIPT FLUSH``,
+    a restarted server), the next call loads them again, and no call is judged out of reach."""
+    with shared(redis_server, "flushed", max_calls=3) as run:
+        fetch(1)
+        redis_server.client().script_flush()
+        fetch(2)
+        redis_server.client().script_flush()
+        fetch(3)
+        with pytest.raises(LoopDetected):
+            fetch(4)
+        stats = run.stats()
+    assert (stats.calls, stats.store_errors, stats.locally_judged) == (3, 0, 0)
+    assert redis_server.client().hget("fuzeguard:{flushed}:m", "calls") == b"3"
+
+
+def test_two_copies_taking_turns_make_one_snapshot_per_multiple_of_the_snapshot_interval(
+    redis_server: RedisServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two copies of a run that take turns (each commit finds the other's events first) make
+    one snapshot per ``SNAPSHOT_EVERY`` events between them, not one per commit that another
+    process's events turn down; the snapshots land, so Redis keeps few events; and a process
+    that joins from them holds what both copies hold."""
+    made: list[int] = []
+    snapshot = redis_store.events.snapshot
+
+    def counted(run: fuzeguard.Run, encoded: Any = None) -> str:
+        made.append(run._attempts)
+        return snapshot(run, encoded)
+
+    monkeypatch.setattr(redis_store.events, "snapshot", counted)
+    a, b = shared(redis_server, "turns"), shared(redis_server, "turns")
+    for i in range(100):
+        a.bind(fetch)(2 * i)
+        b.bind(fetch)(2 * i + 1)
+    a.stats(), b.stats()
+    length = int(redis_server.client().hget("fuzeguard:{turns}:m", "seq"))
+    assert length >= 400  # a decision and a completion per call
+    assert 0 < len(made) <= length // redis_store.SNAPSHOT_EVERY + 1
+    assert redis_server.client().llen("fuzeguard:{turns}:e") < 2 * redis_store.SNAPSHOT_EVERY
+    assert assert_copies_agree(redis_server.url, "turns", a, b)["calls"] == 200
+    a.close(), b.close()
+
+
 def test_history_is_bounded_by_the_windows_the_layers_need(redis_server: RedisServer) -> None:
     with shared(redis_server, "bounded") as run:
         for i in range(1000):

@@ -266,6 +266,15 @@ def scrub_leaves(value: Any, values: Iterable[str] = (), depth: int = 0) -> Any:
     mappings too): the same object when nothing in it changed."""
     if type(value) is str:
         return scrub(value, values)
+    if depth == 0 and type(value) in _SEQUENCES:
+        # What a layer keeps of a call (word pairs in sets and tuples): its strings tested all at
+        # once, joined; when none could change, it is returned without a walk that scrubs each.
+        texts: list[str] = []
+        if _gather(value, texts, 0):
+            joined = "\x00".join(texts)
+            values = tuple(values)
+            if not any(v in joined for v in values) and not _may_hold_secret(joined):
+                return value
     if depth > 32 or not isinstance(value, (tuple, list, frozenset, set, Mapping)):
         return value
     if isinstance(value, Mapping):
@@ -278,6 +287,25 @@ def scrub_leaves(value: Any, values: Iterable[str] = (), depth: int = 0) -> Any:
     if all(a is b for a, b in zip(scrubbed, value, strict=True)):
         return value
     return type(value)(scrubbed)
+
+
+_SEQUENCES = (tuple, list, frozenset, set)
+
+
+def _gather(value: Any, texts: list[str], depth: int) -> bool:
+    """Add the strings in ``value`` (tuples, lists and sets of them, nested) to ``texts``; False
+    when it holds a mapping or a subclass of these, or is nested deeper than ``scrub_leaves``
+    walks: those are left to its walk. Values of other types are left as they are by it too."""
+    for item in value:
+        t = type(item)
+        if t is str:
+            texts.append(item)
+        elif t in _SEQUENCES:
+            if depth >= 32 or not _gather(item, texts, depth + 1):
+                return False
+        elif isinstance(item, (tuple, list, frozenset, set, Mapping)):
+            return False
+    return True
 
 
 def _scrub_shapes(text: str) -> str:

@@ -244,14 +244,6 @@ def merge(run: Run, event: dict[str, Any]) -> None:
         run._killed = detection
 
 
-def parse_all(raws: list[bytes]) -> list[dict[str, Any]]:
-    """Events as a script returns them, read in one pass (one ``json.loads`` for all)."""
-    if not raws:
-        return []
-    values: list[dict[str, Any]] = json.loads(b"[" + b",".join(raws) + b"]")
-    return values
-
-
 def snapshot(run: Run, encoded: Encoded | None = None) -> str:
     """The whole state of ``run`` (its lock held) as text. ``encoded``: records already encoded,
     kept to those still in the history."""

@@ -17,7 +17,10 @@ call takes two round trips at most unless it is refused or its process has to re
 The completions of this process's earlier calls are not sent on their own: they wait in a short
 queue (``MAX_QUEUED``) and travel in front of the next decision, in the same script (a completion
 with a cost or an error is sent at once: the other processes judge their budgets by it). Every few
-dozen events a commit also carries a snapshot of the state, and the events before it are dropped.
+dozen events a commit also carries a snapshot of the state, and the events before it are dropped:
+the snapshot is made by the one process whose commit wrote across a multiple of
+``SNAPSHOT_EVERY``, of its copy just after that commit (exactly the log at that place), and sent
+with its next commit.
 
 **Lifetime.** Closing a run never deletes it: it lives until ``run.end()`` (or ``fuze end``) or
 until ``store_ttl`` after its last activity (every script renews the keys' time to live).
@@ -42,6 +45,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import itertools
+import json
 import math
 import os
 import socket
@@ -92,9 +96,9 @@ EXACT, RELAXED, APPEND = "1", "2", "0"
 _MISSED = """
 local function missed(e, expected, seq)
   local count = seq - expected
-  if count <= 0 then return {} end
+  if count <= 0 then return '[]' end
   if count > redis.call('LLEN', e) then return false end
-  return redis.call('LRANGE', e, -count, -1)
+  return '[' .. table.concat(redis.call('LRANGE', e, -count, -1), ',') .. ']'
 end
 local function trim(e, cap)
   if redis.call('LLEN', e) > cap then redis.call('LTRIM', e, -cap, -1) end
@@ -104,11 +108,13 @@ end
 # KEYS: m, e of the run, then of each ancestor. ARGV: 1 ttl (ms), 2 max events, 3 the writer,
 # 4 the kill: "1" the events kill the run, "0" they reset it, "" neither, 5 the epoch the writer's
 # copy is of, 6 the seq it is at, 7 the mode (EXACT, RELAXED or APPEND), 8 calls and 9 cost to add
-# to the run's counters, 10 a snapshot ("" none) of the log at seq 11, 12 the number of the
+# to the run's counters, 10 a snapshot ("" none) of the log at seq 11 (taken if it is later than
+# the run's and every event after it is kept, whatever else moved the log), 12 the number of the
 # writer's last event, 13 k, then k events; then per ancestor: event ("" none), calls, cost.
 # Returns {status, seq, missed, snapshot seq} where missed holds the events after the writer's
 # seq (false when they are no longer kept); status OVER_BUDGET adds the budget's owner (0: the
-# run, i > 0: its i-th ancestor), "max_calls" or "max_cost", used, limit.
+# run, i > 0: its i-th ancestor), "max_calls" or "max_cost", used, limit. The scripts return a
+# list of events as one JSON array (``missed``): read in one ``json.loads``.
 _COMMIT = _MISSED + """
 local ttl, cap, me = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
 local n = #KEYS / 2
@@ -160,7 +166,8 @@ end
 if ARGV[4] == '1' then redis.call('HSET', m, 'killed', '1') end
 if ARGV[4] == '0' then redis.call('HDEL', m, 'killed') end
 local at = tonumber(ARGV[11])
-if ARGV[10] ~= '' and not moved and at > snapseq and at <= seq then
+if ARGV[10] ~= '' and at > snapseq and at <= seq and seq - at <= cap
+    and redis.call('LLEN', e) >= seq - at then
   redis.call('HSET', m, 'snapseq', at, 'snap', ARGV[10])
   if seq == at then redis.call('DEL', e) else redis.call('LTRIM', e, at - seq, -1) end
   out[4] = at
@@ -383,6 +390,50 @@ def asyncio_script(url: str, timeout: float, source: str) -> Any:
     return script
 
 
+class _Script:
+    """A script on the blocking client, called as redis-py's are: ``(keys=..., args=...)``."""
+
+    def __init__(self, script: Any) -> None:
+        self.script = script
+        self.registered_client = script.registered_client
+
+    def __call__(self, keys: list[str], args: list[Any]) -> Any:
+        return _run_script(self.script, keys, args)
+
+
+def _run_script(script: Any, keys: list[str], args: list[Any]) -> Any:
+    """``script(keys=keys, args=args)`` on the blocking client it was registered on: the
+    command packed here and sent on a connection of the client's pool. redis-py's own path adds
+    to each command (its retries, which these clients have none of, its metrics and its packing
+    of each argument) more CPU than the round trip itself takes, and a shared run makes one or
+    two per call. A script Redis does not hold yet takes redis-py's path, which loads it."""
+    client = script.registered_client
+    pool = client.connection_pool
+    encode = pool.get_encoder().encode
+    parts = [b"EVALSHA", script.sha.encode(), b"%d" % len(keys)]
+    for value in itertools.chain(keys, args):
+        kind = type(value)
+        parts.append(value.encode() if kind is str else b"%d" % value if kind is int
+                     else encode(value))
+    packed = b"".join([b"*%d\r\n" % len(parts),
+                       *[b"$%d\r\n%b\r\n" % (len(part), part) for part in parts]])
+    connection = pool.get_connection()
+    try:
+        connection.send_packed_command([packed], check_health=False)
+        return connection.read_response()  # an error reply is raised; a broken link closed
+    except _no_script():
+        pass
+    finally:
+        pool.release(connection)
+    return script(keys=keys, args=args)
+
+
+def _no_script() -> type[Exception]:
+    from redis.exceptions import NoScriptError
+
+    return NoScriptError
+
+
 def run_keys(name: str, namespace: str | None) -> list[str]:
     """The Redis keys of the shared run ``name``: its hash, its log, its end mark."""
     prefix = f"fuzeguard:{namespace}:" if namespace else "fuzeguard:"
@@ -462,6 +513,9 @@ class RedisStore:
         self.queue_cost = 0.0
         self.doubt: list[dict[str, Any]] = []
         self.encoded: events.Encoded = {}  # records as snapshots write them (``events.snapshot``)
+        # A snapshot of the copy at a place in the log (place, text), made after a commit that
+        # left the copy exactly as the log is there; sent with the next commit (``_commit``).
+        self.snap: tuple[int, str] | None = None
         self.own = events.Tally(0)  # what this process did since the run's last reset
         self.owed: tuple[str, list[Any] | None] | None = None  # ``own``, to write back (``_owe``)
         self.outage: _Outage | None = None
@@ -487,7 +541,7 @@ class RedisStore:
         take its siblings' events for its own and skip them. What the parent has not written
         yet is the parent's to write; the child reloads the run at its first use."""
         self.worker = f"{worker_id()}/{os.urandom(2).hex()}"
-        self.seq = -1
+        self.seq, self.snap = -1, None
         self.queue, self.queue_cost, self.doubt = [], 0.0, []
         self.own.clear()
         self.outage = self.owed = None
@@ -500,7 +554,7 @@ class RedisStore:
         client = _client(self.url, self.timeout)
         script = self._scripts.get(source)
         if script is None or script.registered_client is not client:
-            script = self._scripts[source] = client.register_script(source)
+            script = self._scripts[source] = _Script(client.register_script(source))
         return script
 
     def _drive(self, steps: Steps[T]) -> T:
@@ -628,6 +682,7 @@ class RedisStore:
         self, run: Run, snap: bytes | None, fromsnap: Any, calls: Any, cost: Any,
         start: float | None = None,
     ) -> None:
+        self.snap = None  # of the copy before
         if snap:
             events.restore(run, snap.decode())
         else:
@@ -646,15 +701,18 @@ class RedisStore:
         run._calls = int(calls or 0)
         run._cost = float(cost or 0.0)
 
-    def _apply(self, run: Run, raw_events: list[bytes], skip_own: bool) -> None:
-        """Book events from the log; ``skip_own``: not this process's own, already booked."""
-        for event in events.parse_all(raw_events):
+    def _apply(self, run: Run, raw_events: bytes, skip_own: bool) -> int:
+        """Book events from the log (a JSON array, as the scripts return them); ``skip_own``: not
+        this process's own, already booked. Returns how many the log held."""
+        found: list[dict[str, Any]] = json.loads(raw_events)
+        for event in found:
             if skip_own and event.get("w") == self.worker:
                 continue
             kind = event["k"]
             if kind == "r" or (kind == "o" and event.get("reset")):
                 self.own.clear()
             events.apply(run, event, self.encoded)
+        return len(found)
 
     def _commit(
         self, run: Run, extra: list[dict[str, Any]], mode: str, calls: int = 0,
@@ -665,10 +723,7 @@ class RedisStore:
         books ``extra`` once it is appended."""
         sent = self.queue + extra
         total = cost + self.queue_cost
-        snapshot, at = "", self.seq + len(self.queue)
-        if mode != APPEND and ((at + 1) // SNAPSHOT_EVERY > self.seq // SNAPSHOT_EVERY
-                               or at - self.snapseq >= 4 * SNAPSHOT_EVERY):
-            snapshot = events.snapshot(run, self.encoded)  # the log at ``at``: before ``extra``
+        at, snapshot = (0, "") if self.snap is None else self.snap
         last = sent[-1]["n"] if sent else 0
         args: list[Any] = [self.ttl_ms, MAX_EVENTS, self.worker, events.kill_change(sent),
                            self.epoch, self.seq, mode, calls, repr(total), snapshot, at, last,
@@ -695,14 +750,33 @@ class RedisStore:
                 return [MOVED, self.seq, [], self.snapseq]
             return (yield from self._commit(run, extra, mode, calls, cost, retry=False))
         self.snapseq = max(self.snapseq, int(reply[3]))
+        if self.snap is not None and (status == COMMITTED or self.snapseq >= self.snap[0]):
+            self.snap = None  # taken, or another process's later one was
+        queued = bool(self.queue)
         if status == COMMITTED:
             self.queue, self.queue_cost = [], 0.0
         if not _listed(missed):
             yield from self._load(run)  # too far behind: from the snapshot (own events included)
             return reply
-        self._apply(run, missed, skip_own=True)
+        moved = self._apply(run, missed, skip_own=True) > 0
         self.seq = seq
+        if status == COMMITTED and (not moved or not queued):
+            self._snapshot_due(run, seq, len(extra), len(sent))
         return reply
+
+    def _snapshot_due(self, run: Run, seq: int, extra: int, written: int) -> None:
+        """After a commit of ``written`` events that brought the log to ``seq`` and left the copy
+        exactly as the log is before the last ``extra`` of them (not booked yet), no event of this
+        process booked ahead of the others' it just applied: make the snapshot of the log there
+        if this commit's events crossed a multiple of
+        ``SNAPSHOT_EVERY`` (one process per multiple, whichever wrote across it), or the latest
+        snapshot is far behind. It travels with this process's next commit: a snapshot is made
+        once per ``SNAPSHOT_EVERY`` events however many processes share the run, and none is
+        made for a commit that another process's events would make useless."""
+        at = seq - extra
+        if seq // SNAPSHOT_EVERY > (seq - written) // SNAPSHOT_EVERY or (
+                at - self.snapseq >= 4 * SNAPSHOT_EVERY):
+            self.snap = (at, events.snapshot(run, self.encoded))
 
     def _merge(
         self, run: Run, tally: events.Tally, number: str, kill: list[Any] | None, mine: bool
@@ -1061,7 +1135,7 @@ class RedisStore:
         with run._lock:
             self._drive(self._flush(run))
             end_run(self.url, self.namespace, run.name or "", self.ttl_ms / 1000, self.timeout)
-            self.seq, self.epoch, self.snapseq = -1, "", 0
+            self.seq, self.epoch, self.snapseq, self.snap = -1, "", 0, None
             self.queue, self.queue_cost, self.doubt = [], 0.0, []
             self.own.clear()
             self.outage = self.owed = None
@@ -1094,8 +1168,9 @@ def _advance(steps: Steps[Any], reply: Any, error: BaseException | None) -> tupl
 
 
 def _listed(value: Any) -> bool:
-    """A script's list of events (an empty one included), as opposed to false: not kept."""
-    return isinstance(value, list)
+    """A script's list of events (an empty one included: the scripts join them in one JSON
+    array, read in one ``json.loads``), as opposed to false: not kept."""
+    return isinstance(value, bytes)
 
 
 def _is_redis_error(exc: BaseException) -> bool:
