@@ -10,7 +10,7 @@ mistakes send it there, and each is logged once, naming the run, the cause and t
   started before the run was entered): ``fuzeguard.call_outside_run``.
 
 While there is nothing to say, a call to the implicit run pays two truth tests for this
-(``run.implicit_run`` reads ``_awaited`` and ``_open`` itself: no function call).
+(``implicit.implicit_run`` reads ``_awaited`` and ``_open`` itself: no function call).
 """
 
 from __future__ import annotations
