@@ -16,7 +16,7 @@ PICTURE = ROOT / "docs" / "images" / "stop-timeline.svg"
 
 def picture() -> str:
     from fuzeguard import Config
-    from fuzeguard._private.reports.report import trace_reports
+    from fuzeguard._private.reports.trace_reports import trace_reports
     from fuzeguard._private.reports.report_html import picture as draw
 
     here = os.getcwd()

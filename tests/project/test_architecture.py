@@ -18,18 +18,7 @@ MAX_MODULES = 15
 MAX_LINES = 700
 
 # Imports that point up the layers: (importing module, imported module) -> why it stays for now.
-_RUN = "fuzeguard._private.runs.run"
-_TYPE_OF_RUN = "names the Run class in type hints (the run sits above everything it publishes to)"
 TIES: dict[tuple[str, str], str] = {
-    **{(f"fuzeguard._private.{module}", _RUN): _TYPE_OF_RUN for module in (
-        "judging.completion", "judging.watch", "publish.events", "publish.sinks", "publish.trace",
-        "runs.ask", "runs.astray", "runs.budget", "runs.runstate", "store",
-        "store.backlog", "store.events", "store.parent", "store.redis",
-    )},
-    ("fuzeguard._private.runs.run", "fuzeguard._private.reports.report"):
-        "Run.report() builds the stop report (imported when a report is asked for: start-up time)",
-    ("fuzeguard._private.reports.report", "fuzeguard._private.reports.report_html"):
-        "StopReport.html() draws the page, which reads the report (imported when a page is asked for)",
     ("fuzeguard._private.store.backlog", "fuzeguard._private.store.redis"):
         "names RedisStore in type hints; the Redis store hands the backlog what it could not write",
     ("fuzeguard._private.runs.runstate", "fuzeguard._private.store"):

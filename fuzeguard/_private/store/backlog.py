@@ -26,7 +26,7 @@ from fuzeguard._private.publish.log import emit
 from fuzeguard._private.runs.forksafe import new_lock
 
 if TYPE_CHECKING:
-    from fuzeguard._private.runs.run import Run
+    from fuzeguard._private.protocols import RunInternals as Run
     from fuzeguard._private.store.redis import RedisStore
 
 RETRY_EVERY = 1.0  # seconds between the helper thread's tries

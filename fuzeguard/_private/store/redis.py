@@ -67,7 +67,7 @@ from fuzeguard._private.store.parent import limit_decision, parent_limit
 
 if TYPE_CHECKING:
     from fuzeguard._private.judging.plan import Plan
-    from fuzeguard._private.runs.run import Run
+    from fuzeguard._private.protocols import RunInternals as Run
 
 SNAPSHOT_EVERY = 64
 MAX_EVENTS = 4096  # events kept however far behind the last snapshot is
@@ -472,7 +472,7 @@ class RedisStore:
     asks: ClassVar[bool] = True  # ``_decide`` asks, waiting off the event loop in ``_adrive``
 
     def __init__(self, run: Run, url: str, parent: Run | str | None) -> None:
-        from fuzeguard._private.runs.run import Run as RunClass
+        from fuzeguard._private.runs.runstate import RunState as RunClass
 
         if not run.name:
             raise TypeError(
