@@ -41,6 +41,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from fuzeguard._private.configuration.schema import plain_data_key, schema
 from fuzeguard._private.configuration.settings import Settings
 from fuzeguard._private.meaning.records import Call, Decision
 from fuzeguard._private.meaning.secrets import Redactor, hide_unnamed, redactor, scrub
@@ -436,8 +437,6 @@ def _run_info(run: RunInternals) -> dict[str, Any]:
     settings = {}
     config = run.config
     values = config.settings_for(None)
-    from fuzeguard._private.configuration.schema import plain_data_key, schema
-
     for key in schema():
         if plain_data_key(key) and config.origin_of(key) == "code" and _plain(values[key]):
             settings[key] = _as_json_setting(values[key])
@@ -452,8 +451,6 @@ def code_options(plan: Plan, run: RunInternals) -> dict[str, Any]:
     Written on a function's first line so that replay applies them as the live guard did.
     Only plain data is written (``plain_data_key``): replay ignores keys that may hold code.
     """
-    from fuzeguard._private.configuration.schema import plain_data_key
-
     values = run.config.settings_for(plan.name)
     out: dict[str, Any] = {}
     for f in dataclasses.fields(Settings):

@@ -42,6 +42,7 @@ from fuzeguard._private.publish.events import (
 from fuzeguard._private.publish.log import emit
 from fuzeguard._private.publish.sinks import attach_standard
 from fuzeguard._private.runs import astray, budget
+from fuzeguard._private.runs.ask import Question, answer
 from fuzeguard._private.runs.delivery import Delivering
 from fuzeguard._private.runs.exceptions import FuzeguardError
 from fuzeguard._private.runs.runstate import _REFUSED
@@ -131,6 +132,7 @@ class Run(Delivering):
         if url is not None and name is None and self.config.origin_of("store") != "code":
             url = None  # a store from the file or FUZE_STORE shares named runs only
         if url is not None or parent is not None:
+            # Deferred for start-up time: a run of its own never loads the store.
             from fuzeguard._private.store import open_store
 
             self._store = open_store(self, url, parent)
@@ -312,6 +314,7 @@ class Run(Delivering):
         repeated calls with their arguments previewed (redacted as traces are), calls and cost
         spent and saved, and the ``fuze.toml`` lines that would change the outcome.
         ``str(run.report())`` is the text; ``.html()`` a page with a picture of the run."""
+        # Deferred for start-up time: the reports load when a report is asked for.
         from fuzeguard._private.reports.report import report_of
 
         return report_of(self)
@@ -508,8 +511,6 @@ class Run(Delivering):
     def _question(self, call: Call, decision: Decision) -> str:
         """The ``ask`` callback's answer to a decision that calls for it (``ask.py``); waits
         for it, up to ``ask_timeout``."""
-        from fuzeguard._private.runs.ask import Question, answer
-
         assert decision.detection is not None
         if self.ask_hook is None and not self._standard:
             return "kill"  # replay: no one to ask, and nothing to log as live
@@ -585,6 +586,8 @@ def _non_negative(name: str, value: Any, *, whole: bool = False) -> None:
 
 def _iteration_cap(value: int | None) -> int:
     """The iteration cap in force: the one set, or the built-in one."""
+    # Deferred for start-up time: the built-in layers load with the first guard, not with
+    # ``import fuzeguard``.
     from fuzeguard.layers.iterations import DEFAULT_CAP
 
     return DEFAULT_CAP if value is None else value
