@@ -26,7 +26,6 @@ def current_run() -> Run:
     return stack[-1] if stack else implicit_run()
 
 
-
 def implicit_run() -> Run:
     """The process-wide run that calls made outside any ``fuzeguard.run()`` go to.
 
@@ -73,7 +72,6 @@ def _reset_implicit_run() -> None:
         if _implicit is not None:
             _implicit.close()
         _implicit = None
-
 
 
 class ImplicitRun(Run):

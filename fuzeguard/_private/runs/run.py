@@ -66,7 +66,6 @@ R = TypeVar("R")
 _current: contextvars.ContextVar[tuple[Run, ...]] = contextvars.ContextVar("fuzeguard_run", default=())
 
 
-
 def make_current(run: Run) -> contextvars.Token[tuple[Run, ...]]:
     """Make ``run`` the current run in this context without entering it (leaving does not close
     it): for integrations that pick a run per call. Undo with ``restore_current(token)`` in the
@@ -77,7 +76,6 @@ def make_current(run: Run) -> contextvars.Token[tuple[Run, ...]]:
 def restore_current(token: contextvars.Token[tuple[Run, ...]]) -> None:
     """Undo ``make_current``."""
     _current.reset(token)
-
 
 
 class Run(Delivering):
