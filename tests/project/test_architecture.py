@@ -24,7 +24,8 @@ TIES: dict[tuple[str, str], str] = {
     **{(f"fuzeguard._private.{module}", _RUN): _TYPE_OF_RUN for module in (
         "judging.completion", "judging.watch", "publish.events", "publish.sinks", "publish.trace",
         "runs.ask", "runs.astray", "runs.budget", "runs.runstate", "store",
-        "store.backlog", "store.events", "store.parent", "store.redis",
+        "store.backlog", "store.events", "store.outage", "store.parent", "store.redis",
+        "store.replica",
     )},
     ("fuzeguard._private.runs.run", "fuzeguard._private.reports.report"):
         "Run.report() builds the stop report (imported when a report is asked for: start-up time)",
@@ -35,9 +36,8 @@ TIES: dict[tuple[str, str], str] = {
     ("fuzeguard._private.runs.runstate", "fuzeguard._private.store"):
         "names the Store protocol in type hints; stores book through the run state",
 }
-# Modules over MAX_LINES, to be split (the run into its state and its public face; the Redis store
-# into protocol, codec and outage handling).
-LONG = {"_private/runs/run.py", "_private/store/redis.py"}
+# Modules over MAX_LINES, to be split (the run into its state and its public face).
+LONG = {"_private/runs/run.py"}
 
 
 def _modules() -> dict[str, Path]:
