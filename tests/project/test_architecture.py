@@ -31,10 +31,6 @@ TIES: dict[tuple[str, str], str] = {
         "Run.report() builds the stop report (imported when a report is asked for: start-up time)",
     ("fuzeguard._private.reports.report", "fuzeguard._private.reports.report_html"):
         "StopReport.html() draws the page, which reads the report (imported when a page is asked for)",
-    ("fuzeguard._private.store.backlog", "fuzeguard._private.store.redis"):
-        "names RedisStore in type hints; the Redis store hands the backlog what it could not write",
-    ("fuzeguard._private.runs.runstate", "fuzeguard._private.store"):
-        "names the Store protocol in type hints; stores book through the run state",
 }
 # Modules over MAX_LINES, to be split (the run into its state and its public face).
 LONG = {"_private/runs/run.py"}
