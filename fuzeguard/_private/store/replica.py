@@ -158,10 +158,10 @@ class Replica:
         """Run ``steps`` with the blocking client (the run's lock held throughout, but while
         the ``ask`` callback is waited for: it may read the run, and other threads go on)."""
         exchange = Exchange(steps)
-        for source, keys, args in exchange:
+        for request in exchange:
             try:
-                exchange.reply = (self._script(source)(keys=keys, args=args) if source is not ASK
-                                  else _asked(keys, args))
+                exchange.reply = (_asked(*request[1:]) if request[0] is ASK
+                                  else self._script(request[0])(keys=request[1], args=request[2]))
             except Exception as exc:
                 exchange.error = exc
         return exchange.result
@@ -170,11 +170,12 @@ class Replica:
         """Run ``steps`` with the asyncio client: the run's lock is held while they judge and
         book, and released while a round trip is awaited."""
         exchange = Exchange(steps, run._lock)
-        for source, keys, args in exchange:
+        for request in exchange:
             try:
                 exchange.reply = await (
-                    asyncio_script(self.url, self.timeout, source)(keys=keys, args=args)
-                    if source is not ASK else asyncio.to_thread(keys._question, *args))
+                    asyncio.to_thread(request[1]._question, *request[2]) if request[0] is ASK
+                    else asyncio_script(self.url, self.timeout, request[0])(
+                        keys=request[1], args=request[2]))
             except BaseException as exc:  # a cancelled task too: its commit may be in doubt
                 exchange.error = exc
         return exchange.result
