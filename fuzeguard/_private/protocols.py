@@ -7,7 +7,7 @@ here, so that a type hint never ties two modules into an import circle.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 from fuzeguard._private.meaning.records import Detection
 
@@ -21,3 +21,11 @@ class Publisher(Protocol):
     publishes reach ``subscriber``, a callable taking one event; the call returned unsubscribes."""
 
     def subscribe(self, subscriber: Callable[[Any], object], *events: type[Any]) -> Callable[[], None]: ...
+
+
+class StateHolder(Protocol):
+    """What a run's state needs of the store that holds it when the run is shared (``store.Store``
+    is one; ``Run`` names that whole protocol): whether the store's ``decide`` puts an ``ask``
+    decision to the run's callback itself (else the answer is ``"kill"``)."""
+
+    asks: ClassVar[bool]

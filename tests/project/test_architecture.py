@@ -24,20 +24,16 @@ TIES: dict[tuple[str, str], str] = {
     **{(f"fuzeguard._private.{module}", _RUN): _TYPE_OF_RUN for module in (
         "judging.completion", "judging.watch", "publish.events", "publish.sinks", "publish.trace",
         "runs.ask", "runs.astray", "runs.budget", "runs.runstate", "store",
-        "store.backlog", "store.events", "store.parent", "store.redis",
+        "store.backlog", "store.events", "store.outage", "store.parent", "store.redis",
+        "store.replica",
     )},
     ("fuzeguard._private.runs.run", "fuzeguard._private.reports.report"):
         "Run.report() builds the stop report (imported when a report is asked for: start-up time)",
     ("fuzeguard._private.reports.report", "fuzeguard._private.reports.report_html"):
         "StopReport.html() draws the page, which reads the report (imported when a page is asked for)",
-    ("fuzeguard._private.store.backlog", "fuzeguard._private.store.redis"):
-        "names RedisStore in type hints; the Redis store hands the backlog what it could not write",
-    ("fuzeguard._private.runs.runstate", "fuzeguard._private.store"):
-        "names the Store protocol in type hints; stores book through the run state",
 }
-# Modules over MAX_LINES, to be split (the run into its state and its public face; the Redis store
-# into protocol, codec and outage handling).
-LONG = {"_private/runs/run.py", "_private/store/redis.py"}
+# Modules over MAX_LINES, to be split (the run into its state and its public face).
+LONG = {"_private/runs/run.py"}
 
 
 def _modules() -> dict[str, Path]:
