@@ -5,7 +5,7 @@ when the site is built: the ``__all__`` of ``fuzeguard``, ``fuzeguard.report``,
 ``fuzeguard.events``, ``fuzeguard.layers``, ``fuzeguard.metering``, ``fuzeguard.testing`` and
 ``fuzeguard.integrations``, and each integration module's ``__all__`` (or, without one, the
 classes and functions it defines with a public name). The modules are read as source, not
-imported: an integration needs its framework only to run. ``tests/test_api_docs.py`` fails when
+imported: an integration needs its framework only to run. ``tests/docs/test_docs_site.py`` fails when
 the committed page differs from what this script writes, and checks that the built site has an
 entry for every name::
 

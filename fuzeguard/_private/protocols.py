@@ -33,6 +33,14 @@ class Publisher(Protocol):
     def subscribe(self, subscriber: Callable[[Any], object], *events: type[Any]) -> Callable[[], None]: ...
 
 
+class StateHolder(Protocol):
+    """What a run's state needs of the store that holds it when the run is shared (``Store``
+    below is one; ``Run`` names that whole protocol): whether the store's ``decide`` puts an ``ask``
+    decision to the run's callback itself (else the answer is ``"kill"``)."""
+
+    asks: ClassVar[bool]
+
+
 class RunHandle(Publisher, Protocol):
     """A run as its events (``fuzeguard.events``), the standard subscribers, ``ask`` questions
     and stop reports hold it: the user's handle (``Run``)."""
@@ -131,15 +139,14 @@ class RunInternals(RunHandle, Protocol):
     def _drop(self, index: int) -> None: ...
     def _book(self, record: CallRecord) -> None: ...
     def _flag(self, plan: Plan, call: Call, detection: Detection) -> Decision: ...
+    def _question(self, call: Call, decision: Decision) -> str: ...
     # Takes one of the events of ``publish/events.py`` (which name the run through this module).
     def _deliver(self, event: Any) -> None: ...
 
 
-class Store(Protocol):
-    """Holds a run's state for it (``store/``). ``asks``: its ``decide`` puts an ``ask``
-    decision to the run's callback itself (else the answer is ``"kill"``)."""
-
-    asks: ClassVar[bool]
+class Store(StateHolder, Protocol):
+    """Holds a run's state for it (``store/``): every change of a shared run's state goes
+    through it."""
 
     def open(self, run: RunInternals) -> None: ...
     async def aopen(self, run: RunInternals) -> None: ...

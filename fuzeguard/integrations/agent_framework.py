@@ -81,7 +81,7 @@ from fuzeguard.integrations._shared.runs import (
     open_run,
     user_run,
 )
-from fuzeguard.integrations._shared.wrap_up import DEFAULT_TIMEOUT, WrapUp, answer
+from fuzeguard.integrations._shared.wrap_up import DEFAULT_TIMEOUT, WrapUp
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -277,15 +277,13 @@ class _Ending(ChatMiddleware):
                 return
         if self.exit_behavior == "error":
             raise LoopDetected(detection, run.stats())
-        text = final_answer(detection)
-        if not context.stream and self.wrap_up.wanted(detection):
-            written = await self.wrap_up.aask(detection, lambda: _ask(context, detection, call_next))
-            text = answer(detection, written)
-        if context.stream:
-            update = ChatResponseUpdate(role="assistant", contents=[Content.from_text(text)])
+        if context.stream:  # the canned answer: a streamed run is not asked again
+            update = ChatResponseUpdate(role="assistant",
+                                        contents=[Content.from_text(final_answer(detection))])
             context.result = ResponseStream(_once(update), finalizer=ChatResponse.from_updates)
         else:
-            context.result = _final(text)
+            context.result = _final(
+                await self.wrap_up.afinal(detection, lambda: _ask(context, detection, call_next)))
 
     def _before(self, run: Any, messages: Sequence[Message]) -> Detection | None:
         """Before a model call: the detection that ends the invocation instead (the last

@@ -48,7 +48,7 @@ from fuzeguard._private.runs.forksafe import new_lock
 from fuzeguard._private.runs.implicit import current_run
 from fuzeguard._private.runs.loop_detected import LoopDetected
 from fuzeguard._private.runs.run import Run
-from fuzeguard.integrations._langchain_inner import InnerAgents
+from fuzeguard.integrations._inner.langchain import InnerAgents
 from fuzeguard.integrations._shared.calls import (
     GuardedTwice,
     Outcome,
@@ -62,7 +62,7 @@ from fuzeguard.integrations._shared.calls import (
 )
 from fuzeguard.integrations._shared.model_calls import ModelCalls
 from fuzeguard.integrations._shared.runs import MAX_KEYED_RUNS, new_run, user_run, within
-from fuzeguard.integrations._shared.wrap_up import DEFAULT_TIMEOUT, WrapUp, answer
+from fuzeguard.integrations._shared.wrap_up import DEFAULT_TIMEOUT, WrapUp
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -219,10 +219,7 @@ class LoopGuardMiddleware(AgentMiddleware):
                 return response
         if isinstance(ended, AIMessage):
             return ended
-        if not self.wrap_up.wanted(ended):
-            return AIMessage(final_message(ended))
-        reply = self.wrap_up.ask(ended, lambda: handler(_asking(request, ended)))
-        return AIMessage(answer(ended, _written(reply)))
+        return AIMessage(self.wrap_up.final(ended, lambda: handler(_asking(request, ended)), _written))
 
     async def awrap_model_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
         self._warn_guarded(request.tools)
@@ -234,10 +231,7 @@ class LoopGuardMiddleware(AgentMiddleware):
                 return response
         if isinstance(ended, AIMessage):
             return ended
-        if not self.wrap_up.wanted(ended):
-            return AIMessage(final_message(ended))
-        reply = await self.wrap_up.aask(ended, lambda: handler(_asking(request, ended)))
-        return AIMessage(answer(ended, _written(reply)))
+        return AIMessage(await self.wrap_up.afinal(ended, lambda: handler(_asking(request, ended)), _written))
 
     def _judged(self, request: Any, response: Any) -> Detection | None:
         """Record the model call (``_model_calls``): the detection that ends the agent instead of

@@ -50,7 +50,7 @@ from pydantic_ai.toolsets.abstract import ToolsetTool
 
 from fuzeguard._private.meaning.records import Detection
 from fuzeguard._private.runs.loop_detected import LoopDetected
-from fuzeguard.integrations._pydantic_ai_inner import InnerAgents, guarded_here
+from fuzeguard.integrations._inner.pydantic_ai import InnerAgents, guarded_here
 from fuzeguard.integrations._shared.calls import (
     ExitBehavior,
     GuardedTwice,
@@ -64,7 +64,7 @@ from fuzeguard.integrations._shared.calls import (
 from fuzeguard.integrations._shared.calls import exit_behavior as exit_behavior_of
 from fuzeguard.integrations._shared.model_calls import ModelCalls
 from fuzeguard.integrations._shared.runs import InvocationRuns, invocation, invocation_run, open_run, within
-from fuzeguard.integrations._shared.wrap_up import DEFAULT_TIMEOUT, WrapUp, answer
+from fuzeguard.integrations._shared.wrap_up import DEFAULT_TIMEOUT, WrapUp
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -215,12 +215,9 @@ class LoopGuard(AbstractCapability[Any]):
 
     async def _final(self, ctx: RunContext[Any], detection: Detection) -> str:
         """The final answer after a kill: the model's own (``wrap_up``) or the canned one."""
-        written = None
-        if self.wrap_up.wanted(detection):
-            history = self._exchange or ctx.messages
-            reply = await self.wrap_up.aask(detection, lambda: _ask_final(ctx, history, detection))
-            written = _written(reply)
-        return answer(detection, written)
+        history = self._exchange or ctx.messages
+        return await self.wrap_up.afinal(detection, lambda: _ask_final(ctx, history, detection),
+                                         _written)
 
     async def after_run(self, ctx: RunContext[Any], *, result: Any) -> Any:
         run = open_run()

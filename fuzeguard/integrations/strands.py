@@ -65,7 +65,7 @@ from fuzeguard._private.runs.loop_detected import LoopDetected
 from fuzeguard.integrations._shared.calls import ToolCalls, stop_message, wrap_up_request
 from fuzeguard.integrations._shared.hooked import Invocation, Invocations
 from fuzeguard.integrations._shared.model_calls import ModelCalls
-from fuzeguard.integrations._shared.wrap_up import DEFAULT_TIMEOUT, WrapUp, answer
+from fuzeguard.integrations._shared.wrap_up import DEFAULT_TIMEOUT, WrapUp
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -207,10 +207,7 @@ class LoopGuard:
 
     async def _final(self, agent: Any, results: list[Any], detection: Detection) -> str:
         """The final answer: the model's own (``wrap_up``) or the canned one."""
-        written = None
-        if self.wrap_up.wanted(detection):
-            written = await self.wrap_up.aask(detection, lambda: _ask(agent, results, detection))
-        return answer(detection, written)
+        return await self.wrap_up.afinal(detection, lambda: _ask(agent, results, detection))
 
 
 _HOOKS: tuple[tuple[type[Any], str], ...] = (

@@ -75,3 +75,27 @@ def test_bad_settings_are_refused_with_what_they_take() -> None:
         WrapUp("yes")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="wrap_up_timeout takes a number of seconds above 0"):
         WrapUp(timeout=-1)
+
+
+def test_final_asks_the_model_only_when_wanted_and_reads_its_reply() -> None:
+    asked: list[str] = []
+
+    def model() -> dict[str, str | None]:
+        asked.append("asked")
+        return {"text": "Here is what I found."}
+
+    def read(reply: dict[str, str | None]) -> str | None:
+        return reply["text"]
+
+    assert WrapUp().final(LOOP, model, read) == "Here is what I found."
+    assert WrapUp(enabled=False).final(LOOP, model, read).startswith("Stopped:")
+    assert WrapUp().final(_limit("max_cost"), model, read).startswith("Stopped:")
+    assert asked == ["asked"]  # neither the disabled wrap-up nor a spent budget asks the model
+    with capture_logs():
+        assert WrapUp().final(LOOP, lambda: {"text": None}, read).startswith("Stopped:")
+
+    async def amodel() -> dict[str, str | None]:
+        return {"text": "Written."}
+
+    assert asyncio.run(WrapUp().afinal(LOOP, amodel, read)) == "Written."
+    assert asyncio.run(WrapUp(enabled=False).afinal(LOOP, amodel, read)).startswith("Stopped:")

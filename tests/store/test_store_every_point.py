@@ -31,7 +31,7 @@ from store_digest import assert_copies_agree, bars, digest
 
 import fuzeguard
 from fuzeguard import Config, LoopDetected, guard
-from fuzeguard._private.store import backlog
+from fuzeguard._private.store import backlog, outage, replica
 from fuzeguard._private.store import redis as redis_store
 
 SNAPSHOT_EVERY = 4  # small, so that the scenario commits snapshots and trims the log
@@ -115,9 +115,9 @@ class Cut:
 
 @pytest.fixture
 def cut(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[int, bool], Cut]]:
-    monkeypatch.setattr(redis_store, "SNAPSHOT_EVERY", SNAPSHOT_EVERY)
-    monkeypatch.setattr(redis_store, "RETRY_FIRST", 0.0)
-    monkeypatch.setattr(redis_store, "RETRY_AFTER", 0.0)
+    monkeypatch.setattr(replica, "SNAPSHOT_EVERY", SNAPSHOT_EVERY)
+    monkeypatch.setattr(outage, "RETRY_FIRST", 0.0)
+    monkeypatch.setattr(outage, "RETRY_AFTER", 0.0)
     monkeypatch.setattr(backlog, "RETRY_EVERY", 3600.0)  # written back by the scenario's open
     made: list[Cut] = []
     original = redis_store.RedisStore._script

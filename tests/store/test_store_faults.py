@@ -26,13 +26,13 @@ from tcp_proxy import Proxy
 
 import fuzeguard
 from fuzeguard import Config, LoopDetected, guard
-from fuzeguard._private.store import redis as redis_store
+from fuzeguard._private.store import outage, replica, scripts
 
 
 @pytest.fixture(autouse=True)
 def quick_retry(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(redis_store, "RETRY_FIRST", 0.01)
-    monkeypatch.setattr(redis_store, "RETRY_AFTER", 0.05)
+    monkeypatch.setattr(outage, "RETRY_FIRST", 0.01)
+    monkeypatch.setattr(outage, "RETRY_AFTER", 0.05)
 
 
 @pytest.fixture
@@ -127,8 +127,8 @@ def test_a_write_back_cut_half_way_is_counted_once(own_redis: RedisServer, proxy
         for i in range(50):
             run.bind(step)(("outage", i))
         assert run.stats().locally_judged == 50
-        own_redis.client().script_load(redis_store._MERGE)  # the write-back is one EVALSHA
-        proxy.cut_on(hashlib.sha1(redis_store._MERGE.encode()).hexdigest().encode())
+        own_redis.client().script_load(scripts.MERGE)  # the write-back is one EVALSHA
+        proxy.cut_on(hashlib.sha1(scripts.MERGE.encode()).hexdigest().encode())
         proxy.up()
         until(lambda: recovered(run))
     assert proxy.cuts == 1  # Redis wrote it back, the answer was lost, it was written again
@@ -285,12 +285,12 @@ def test_a_kill_made_during_an_outage_stands_after_others_moved_past_a_snapshot(
         proxy.down()
         assert repeated(a, 3) == ["ran", "ran", "refused"]
         with shared(own_redis.url, "snapshotted") as b:
-            for i in range(2 * redis_store.SNAPSHOT_EVERY):
+            for i in range(2 * replica.SNAPSHOT_EVERY):
                 b.bind(step)(i)
         proxy.up()
         until(lambda: recovered(a))
         assert a.killed is not None
-        assert a.stats().calls == 3 + 2 * redis_store.SNAPSHOT_EVERY  # its own outage calls too
+        assert a.stats().calls == 3 + 2 * replica.SNAPSHOT_EVERY  # its own outage calls too
         assert repeated(a, 1) == ["refused"]
         assert_copies_agree(own_redis.url, "snapshotted", a, b)
     assert own_redis.client().hget("fuzeguard:{snapshotted}:m", "killed") == b"1"

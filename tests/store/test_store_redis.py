@@ -23,7 +23,7 @@ from store_worker import ask, fetch, letters  # the same tools the worker proces
 
 import fuzeguard
 from fuzeguard import Config, LoopDetected, StoreUnavailable, guard
-from fuzeguard._private.store import redis as redis_store
+from fuzeguard._private.store import events, outage, replica
 from fuzeguard.testing import capture_detections
 
 WORKER = Path(__file__).resolve().parents[1] / "helpers" / "store_worker.py"
@@ -235,13 +235,13 @@ def test_two_copies_taking_turns_make_one_snapshot_per_multiple_of_the_snapshot_
     process's events turn down; the snapshots land, so Redis keeps few events; and a process
     that joins from them holds what both copies hold."""
     made: list[int] = []
-    snapshot = redis_store.events.snapshot
+    snapshot = events.snapshot
 
     def counted(run: fuzeguard.Run, encoded: Any = None) -> str:
         made.append(run._attempts)
         return snapshot(run, encoded)
 
-    monkeypatch.setattr(redis_store.events, "snapshot", counted)
+    monkeypatch.setattr(events, "snapshot", counted)
     a, b = shared(redis_server, "turns"), shared(redis_server, "turns")
     for i in range(100):
         a.bind(fetch)(2 * i)
@@ -249,8 +249,8 @@ def test_two_copies_taking_turns_make_one_snapshot_per_multiple_of_the_snapshot_
     a.stats(), b.stats()
     length = int(redis_server.client().hget("fuzeguard:{turns}:m", "seq"))
     assert length >= 400  # a decision and a completion per call
-    assert 0 < len(made) <= length // redis_store.SNAPSHOT_EVERY + 1
-    assert redis_server.client().llen("fuzeguard:{turns}:e") < 2 * redis_store.SNAPSHOT_EVERY
+    assert 0 < len(made) <= length // replica.SNAPSHOT_EVERY + 1
+    assert redis_server.client().llen("fuzeguard:{turns}:e") < 2 * replica.SNAPSHOT_EVERY
     assert assert_copies_agree(redis_server.url, "turns", a, b)["calls"] == 200
     a.close(), b.close()
 
@@ -261,7 +261,7 @@ def test_history_is_bounded_by_the_windows_the_layers_need(redis_server: RedisSe
             fetch(i)
         client = redis_server.client()
         kept = client.llen("fuzeguard:{bounded}:e")
-        assert kept < redis_store.SNAPSHOT_EVERY
+        assert kept < replica.SNAPSHOT_EVERY
         assert len(run.history) == run._capacity
 
 
@@ -475,7 +475,7 @@ def test_closing_a_run_that_joined_keeps_the_state(redis_server: RedisServer) ->
 
 @pytest.fixture
 def quick_retry(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(redis_store, "RETRY_AFTER", 0.05)
+    monkeypatch.setattr(outage, "RETRY_AFTER", 0.05)
 
 
 def _logged(events: list[dict[str, Any]], name: str) -> int:
@@ -949,12 +949,12 @@ def test_a_continue_given_in_one_process_raises_the_bar_in_every_process(
             search("same")  # the third is asked about, and let go on
         raised = dict(first._bars)
         if from_snapshot:
-            for i in range(2 * redis_store.SNAPSHOT_EVERY):
+            for i in range(2 * replica.SNAPSHOT_EVERY):
                 fetch(i)
     assert asked == ["asked_search"]
     with shared(redis_server, name, ask=answer) as other, capture_detections() as found:
         if from_snapshot:
-            assert redis_server.client().llen(f"fuzeguard:{{{name}}}:e") < redis_store.SNAPSHOT_EVERY
+            assert redis_server.client().llen(f"fuzeguard:{{{name}}}:e") < replica.SNAPSHOT_EVERY
             search("same")
             search("same")
         assert search("same") == "3 results for same"
@@ -967,7 +967,6 @@ def test_a_continue_given_in_one_process_raises_the_bar_in_every_process(
 def test_a_snapshot_restores_all_the_state_the_layers_and_the_ladder_read() -> None:
     """A process that joins a shared run from its snapshot holds what every other process holds:
     counters, history, each pattern's hits, the turn it last stepped in, and the raised bars."""
-    from fuzeguard._private.store import events
 
     @guard(name="snap_search", on_loop="warn")
     def snap_search(query: str) -> str:

@@ -44,7 +44,7 @@ def end(
     except ConfigError as exc:
         print(f"fuze end: {exc}", file=err)
         return EXIT_USAGE
-    from fuzeguard._private.store.redis import end_run  # as store_problem above
+    from fuzeguard._private.store.scripts import end_run  # as store_problem above
 
     where = masked_url(url) + (f" (namespace {namespace})" if namespace else "")
     try:

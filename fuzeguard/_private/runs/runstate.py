@@ -37,8 +37,7 @@ from fuzeguard._private.runs.forksafe import new_lock
 
 if TYPE_CHECKING:
     from fuzeguard._private.judging.plan import Plan
-    from fuzeguard._private.protocols import RunHandle
-    from fuzeguard._private.store import Store
+    from fuzeguard._private.protocols import RunHandle, StateHolder
 
 MIN_HISTORY = 32
 MAX_PATTERNS = 4096
@@ -56,7 +55,7 @@ class RunState:
     # The run's clock; None: time.monotonic. Replay's runs run on the trace's timestamps.
     _clock: Callable[[], float] | None = None
     # The store a shared run's state goes through (``Run``); None for a run of its own.
-    _store: Store | None = None
+    _store: StateHolder | None = None
 
     def __init__(self, name: str | None, run_id: str, config: Config) -> None:
         self.name = name

@@ -20,25 +20,37 @@ import atexit
 import os
 import threading
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from fuzeguard._private.publish.log import emit
 from fuzeguard._private.runs.forksafe import new_lock
 
 if TYPE_CHECKING:
-    from fuzeguard._private.protocols import RunInternals as Run
-    from fuzeguard._private.store.redis import RedisStore
+    from fuzeguard._private.protocols import RunInternals
 
 RETRY_EVERY = 1.0  # seconds between the helper thread's tries
 
+
+class Owing(Protocol):
+    """What the backlog needs of a store that owes a write-back (the Redis store, ``redis.py``):
+    the keys of its run, how long the run lives after its close, one more try at writing, and
+    what it owes, for the logs."""
+
+    keys: list[str]
+    ttl_ms: int
+
+    def write_back(self, run: RunInternals) -> bool: ...
+    def owed_summary(self) -> dict[str, Any]: ...
+
+
 # Runs that owe a write-back: (store, run, the monotonic time after which it is given up).
-_owing: list[tuple[RedisStore, Run, float]] = []
+_owing: list[tuple[Owing, RunInternals, float]] = []
 _lock = new_lock()
 _worker: threading.Thread | None = None
 _wake = threading.Event()  # set when a run is kept: the helper thread tries at once
 
 
-def keep(store: RedisStore, run: Run) -> None:
+def keep(store: Owing, run: RunInternals) -> None:
     """Hold ``run`` until what its store owes is written (or given up); logs what waits."""
     global _worker
     emit("warning", "fuzeguard.store_backlog_pending", run_id=run.id, run_name=run.name,
@@ -84,7 +96,7 @@ def _retry_forever() -> None:
             _try(entry, give_up=time.monotonic() > entry[2])
 
 
-def _try(entry: tuple[RedisStore, Run, float], give_up: bool) -> None:
+def _try(entry: tuple[Owing, RunInternals, float], give_up: bool) -> None:
     store, run = entry[0], entry[1]
     try:
         done = store.write_back(run)
@@ -112,7 +124,7 @@ def _at_exit() -> None:
 
 
 def _after_fork() -> None:
-    """A forked child owes nothing of its parent's (its stores are reset: ``RedisStore._forked``)
+    """A forked child owes nothing of its parent's (its stores are reset: ``Replica._forked``)
     and has no helper thread."""
     global _worker, _wake
     _owing.clear()

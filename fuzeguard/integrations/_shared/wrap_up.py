@@ -76,6 +76,24 @@ class WrapUp:
             result = exc
         return self._taken(detection, result)
 
+    def final(self, detection: Detection, call: Callable[[], T],
+              read: Callable[[T], Any] = lambda reply: reply) -> str:
+        """The final answer after a kill by ``detection``: the model's own when ``wanted``
+        (``call()`` asked within ``timeout``, its reply's text taken by ``read``), else the
+        canned one."""
+        if not self.wanted(detection):
+            return final_answer(detection)
+        reply = self.ask(detection, call)
+        return answer(detection, None if reply is None else read(reply))
+
+    async def afinal(self, detection: Detection, call: Callable[[], Awaitable[T]],
+                     read: Callable[[T], Any] = lambda reply: reply) -> str:
+        """``final`` for a coroutine."""
+        if not self.wanted(detection):
+            return final_answer(detection)
+        reply = await self.aask(detection, call)
+        return answer(detection, None if reply is None else read(reply))
+
     def _taken(self, detection: Detection, result: T | Exception | None) -> T | None:
         if result is None or isinstance(result, Exception):
             emit("warning", "fuzeguard.wrap_up_failed", fn=detection.fn, run_id=detection.run_id,
