@@ -11,9 +11,10 @@ from fuzeguard._private.meaning.records import Call, CallRecord, Decision, Detec
 from fuzeguard._private.runs.ask import Question
 from fuzeguard._private.runs.exceptions import ConfigError, FuzeguardError, StoreUnavailable
 from fuzeguard._private.runs.guard import add_cost, guard
+from fuzeguard._private.runs.implicit import current_run
 from fuzeguard._private.runs.loop_detected import LoopDetected
 from fuzeguard._private.runs.public import name_classes as _name_classes
-from fuzeguard._private.runs.run import Run, current_run, run
+from fuzeguard._private.runs.run import Run, run
 
 
 def __getattr__(name: str) -> str:

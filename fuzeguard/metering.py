@@ -22,7 +22,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from fuzeguard._private.runs.guard import _cost_box
-from fuzeguard._private.runs.run import Run, current_run
+from fuzeguard._private.runs.implicit import current_run
+from fuzeguard._private.runs.run import Run
 
 PER = 1_000_000
 

@@ -21,7 +21,7 @@ from types import TracebackType
 
 from fuzeguard._private.meaning.records import Detection
 from fuzeguard._private.runs import state
-from fuzeguard._private.runs.run import _reset_implicit_run
+from fuzeguard._private.runs.implicit import _reset_implicit_run
 from fuzeguard._private.runs.state import Mode
 
 __all__ = ["capture_detections", "disabled", "observe", "reset_implicit_run", "set_mode"]

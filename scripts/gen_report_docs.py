@@ -16,8 +16,8 @@ PICTURE = ROOT / "docs" / "images" / "stop-timeline.svg"
 
 def picture() -> str:
     from fuzeguard import Config
-    from fuzeguard._private.reports.report import trace_reports
     from fuzeguard._private.reports.report_html import picture as draw
+    from fuzeguard._private.reports.trace_reports import trace_reports
 
     here = os.getcwd()
     os.chdir(ROOT)  # the trace is named as the docs name it

@@ -61,8 +61,9 @@ from agent_framework import (
 )
 
 from fuzeguard._private.meaning.records import Detection
+from fuzeguard._private.runs.implicit import current_run
 from fuzeguard._private.runs.loop_detected import LoopDetected
-from fuzeguard._private.runs.run import current_run, make_current, restore_current
+from fuzeguard._private.runs.run import make_current, restore_current
 from fuzeguard.integrations._shared.calls import (
     ExitBehavior,
     ToolCalls,

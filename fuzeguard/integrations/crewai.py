@@ -45,6 +45,7 @@ from collections import OrderedDict
 from typing import TYPE_CHECKING, Any
 
 from crewai.agents.parser import AgentAction
+from crewai.crews.crew_output import CrewOutput
 from crewai.hooks import (
     register_after_llm_call_hook,
     register_after_tool_call_hook,
@@ -149,8 +150,6 @@ class LoopGuard:
             raise error
         if self.exit_behavior == "error":
             raise LoopDetected(detection, self._judged(run).stats()) from error
-        from crewai.crews.crew_output import CrewOutput
-
         return CrewOutput(raw=final_answer(detection))
 
     def _detection(self, run: Run) -> Detection | None:

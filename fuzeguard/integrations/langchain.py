@@ -45,8 +45,9 @@ from typing_extensions import NotRequired
 
 from fuzeguard._private.meaning.records import Detection
 from fuzeguard._private.runs.forksafe import new_lock
+from fuzeguard._private.runs.implicit import current_run
 from fuzeguard._private.runs.loop_detected import LoopDetected
-from fuzeguard._private.runs.run import Run, current_run
+from fuzeguard._private.runs.run import Run
 from fuzeguard.integrations._inner.langchain import InnerAgents
 from fuzeguard.integrations._shared.calls import (
     GuardedTwice,

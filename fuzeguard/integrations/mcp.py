@@ -43,6 +43,7 @@ Install with ``pip install 'fuzeguard[mcp]'``.
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 import functools
 import importlib
 import inspect
@@ -215,8 +216,6 @@ async def _listed_tools(
 ) -> frozenset[str]:
     """The server's tool names, from ``tools/list`` asked through the rest of the middleware
     chain with the call's own context (its ``_meta``, which the protocol requires)."""
-    import dataclasses
-
     meta = {k: v for k, v in (ctx.params or {}).items() if k == "_meta"}
     names: set[str] = set()
     cursor = None
@@ -242,7 +241,7 @@ def _skip_result(value: Any) -> Any:
 
 
 def _result(text: str, *, error: bool, structured: dict[str, Any] | None = None) -> Any:
-    from mcp.types import CallToolResult, TextContent  # mcp 2.x
+    from mcp.types import CallToolResult, TextContent  # here: only mcp 2.x's middleware answers so
 
     return CallToolResult(
         content=[TextContent(type="text", text=text)], is_error=error, structured_content=structured
@@ -251,7 +250,7 @@ def _result(text: str, *, error: bool, structured: dict[str, Any] | None = None)
 
 def _noted(result: Any, outcome: Outcome) -> Any:
     """A result with the notes for the model (a warning, the run's notes) as more text blocks."""
-    from mcp.types import CallToolResult, TextContent  # mcp 2.x
+    from mcp.types import CallToolResult, TextContent  # here: only mcp 2.x's middleware answers so
 
     if isinstance(result, CallToolResult):
         notes = outcome.notes()

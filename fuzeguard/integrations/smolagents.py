@@ -58,8 +58,9 @@ from smolagents.utils import (
 
 from fuzeguard._private.meaning.records import Detection
 from fuzeguard._private.runs.guard import guard
+from fuzeguard._private.runs.implicit import current_run
 from fuzeguard._private.runs.loop_detected import LoopDetected
-from fuzeguard._private.runs.run import Run, current_run
+from fuzeguard._private.runs.run import Run
 from fuzeguard.integrations._shared.calls import (
     ExitBehavior,
     ToolCalls,

@@ -380,8 +380,8 @@ def test_a_threshold_whose_comment_misstates_where_the_layer_acts_is_not_offered
 ) -> None:
     """The check replays the trace with the line: changing the outcome is not enough, the layer
     must act where the comment says (a value twice too large changes the outcome too)."""
-    from fuzeguard._private.reports.advice import Suggestion, replayed_with
-    from fuzeguard._private.reports.report import _acts_as_said, trace_reports
+    from fuzeguard._private.reports.advice import Suggestion
+    from fuzeguard._private.reports.trace_reports import _acts_as_said, replayed_with, trace_reports
 
     monkeypatch.chdir(ROOT)
     config = fuzeguard.Config.load("examples/traces/live.toml")

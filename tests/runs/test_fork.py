@@ -21,7 +21,7 @@ import structlog.testing
 import fuzeguard
 from fuzeguard import LoopDetected, guard
 from fuzeguard._private.runs import forksafe
-from fuzeguard._private.runs.run import implicit_run
+from fuzeguard._private.runs.implicit import implicit_run
 
 
 @pytest.fixture(autouse=True)

@@ -78,7 +78,7 @@ def test_a_call_made_with_guarding_off_opens_no_run(kind: str) -> None:
     implicit process-wide run."""
     import asyncio
 
-    from fuzeguard._private.runs import run as runs
+    from fuzeguard._private.runs import implicit as runs
 
     def plain(q: str) -> str:
         return q

@@ -203,7 +203,7 @@ def test_the_implicit_run_judges_a_killed_call_afresh_after_the_stuck_ttl() -> N
     (``get_status(5)``) to every user for the process's life."""
     from freezegun import freeze_time
 
-    from fuzeguard._private.runs.run import ImplicitRun
+    from fuzeguard._private.runs.implicit import ImplicitRun
 
     ran: list[int] = []
 

@@ -3,6 +3,7 @@ tables that match no guarded function."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import sys
@@ -115,8 +116,6 @@ def check(
 def _check_function_tables(config: Config, modules: Sequence[str], err: TextIO) -> list[str] | None:
     """Import ``modules`` and return the lines that name each table of ``config`` matching none
     of the functions guarded in this process (None: a module could not be imported)."""
-    import importlib
-
     if "" not in sys.path and os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     for module in modules:

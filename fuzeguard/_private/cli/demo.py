@@ -11,6 +11,8 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any, Final, TextIO
 
+import structlog.testing
+
 from fuzeguard._private.configuration.config import Config
 from fuzeguard._private.meaning.records import Detection
 from fuzeguard._private.runs.guard import guard
@@ -67,8 +69,6 @@ def main(argv: list[str] | None = None, out: TextIO | None = None) -> int:
     args = parser.parse_args(argv)
     stream = out or sys.stdout
     p = _Printer(stream, color=not args.no_color and stream.isatty())
-
-    import structlog.testing
 
     seen: list[Detection] = []
     web_search, web_fetch = _tools(seen)

@@ -33,7 +33,8 @@ def _main(argv: Sequence[str] | None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     parser = _parser()
     if args_list and args_list[0] == "demo" and not {"-h", "--help"} & set(args_list[1:]):
-        # The demo parses its own options; its help (with examples) is the one below.
+        # The demo parses its own options; its help (with examples) is the one below. Deferred
+        # for start-up time, as each command's own imports: loaded by this command only.
         from fuzeguard._private.cli.demo import main as demo_main
 
         return demo_main(args_list[1:])

@@ -29,8 +29,8 @@ def report(
 ) -> int:
     """``fuze report``: the stop report of each run in the traces; returns the exit status."""
     # Deferred for start-up time: the report is loaded by ``fuze report`` only.
-    from fuzeguard._private.reports.report import trace_reports
     from fuzeguard._private.reports.report_html import page
+    from fuzeguard._private.reports.trace_reports import trace_reports
 
     out = out or sys.stdout
     err = err or sys.stderr

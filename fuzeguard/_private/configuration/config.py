@@ -21,6 +21,7 @@ from fuzeguard._private.configuration.schema import IMPORT_KEYS, defaults, schem
 from fuzeguard._private.configuration.toml_lines import line_of
 from fuzeguard._private.configuration.trust import file_distrust
 from fuzeguard._private.configuration.validation import check_combination, derive, follows
+from fuzeguard._private.publish.log import emit
 from fuzeguard._private.runs.exceptions import ConfigError
 
 
@@ -247,3 +248,20 @@ def discovered_config() -> Config:
         _cached = (key, Config.load())
     return _cached[1]
 
+
+_config_errors_logged: set[str] = set()
+
+
+def checked_discovered_config() -> Config:
+    """``discovered_config()``, with a ``ConfigError`` logged at error level (once per message)
+    before it is raised: a framework that catches the exceptions of a tool call (and shows the
+    model "An error occurred") must not hide a broken fuze.toml."""
+    try:
+        return discovered_config()
+    except ConfigError as exc:
+        message = str(exc)
+        if message not in _config_errors_logged:
+            _config_errors_logged.add(message)
+            emit("error", "fuzeguard.config_error", error=message,
+                 message=f"fuzeguard cannot use its configuration: {message}")
+        raise

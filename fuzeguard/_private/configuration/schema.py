@@ -39,6 +39,8 @@ class FieldSpec:
 
 
 def setting_classes() -> list[type]:
+    # Deferred for start-up time: the built-in layers load with the first guard, not with
+    # ``import fuzeguard``.
     from fuzeguard.layers import BUILTIN_LAYERS
 
     return [Settings, *BUILTIN_LAYERS.values()]

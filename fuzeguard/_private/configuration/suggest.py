@@ -7,6 +7,7 @@ from collections.abc import Iterable
 
 def suggest(word: str, candidates: Iterable[str]) -> str | None:
     """The closest candidate to a mistyped name, if any is close enough."""
+    # Deferred for start-up time: only a mistyped name needs it.
     from rapidfuzz import fuzz, process
 
     found = process.extractOne(word, list(candidates), scorer=fuzz.WRatio, score_cutoff=72)

@@ -14,6 +14,7 @@ from typing import Any
 
 from fuzeguard._private.configuration.schema import ALIASES, CALLABLE_OK, FieldSpec, schema, setting_classes
 from fuzeguard._private.configuration.suggest import did_you_mean
+from fuzeguard._private.meaning.kinds import AUTO, KINDS
 from fuzeguard._private.runs.exceptions import ConfigError
 
 ACTIONS = ("kill", "warn", "skip", "ask")
@@ -104,8 +105,6 @@ def coerce(spec: FieldSpec, value: Any, *, from_code: bool) -> Any:
             raise _type_error(value, 'true, false or "observe"')
         out = value
     elif t == "kind":
-        from fuzeguard._private.meaning.kinds import AUTO, KINDS
-
         if value != AUTO and value not in KINDS:
             raise ValueError(
                 f"unknown kind {value!r}; use one of \"auto\", "
@@ -218,6 +217,8 @@ def masked_url(url: str) -> str:
 
 
 def check_layer_names(names: Iterable[Any]) -> None:
+    # Deferred for start-up time: the built-in layers load with the first guard, not with
+    # ``import fuzeguard``.
     from fuzeguard.layers import BUILTIN_LAYERS
 
     for name in names:

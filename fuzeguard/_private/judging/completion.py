@@ -23,7 +23,7 @@ from fuzeguard._private.publish.log import emit
 
 if TYPE_CHECKING:
     from fuzeguard._private.judging.plan import Plan
-    from fuzeguard._private.runs.run import Run
+    from fuzeguard._private.protocols import RunInternals
 
 
 class _Unknown:
@@ -224,7 +224,7 @@ def judged_late(plan: Plan, call: Call, result: Any, streak: bool) -> bool:
     )
 
 
-def _in_a_streak(run: Run, call: Call) -> bool:
+def _in_a_streak(run: RunInternals, call: Call) -> bool:
     """Whether the run's latest call was of the same function (read without the lock: a guess
     of what the next call will read, never a judgement)."""
     history = run._history
@@ -232,7 +232,7 @@ def _in_a_streak(run: Run, call: Call) -> bool:
 
 
 def complete(
-    run: Run,
+    run: RunInternals,
     plan: Plan,
     call: Call,
     decision: Decision,

@@ -338,6 +338,8 @@ def build_plan(
     hooks: tuple[Callable[[Detection], object], ...] = (),
 ) -> Plan:
     """Resolve a guard's settings (defaults < file < [functions.NAME] < code) into a plan."""
+    # Deferred for start-up time: the built-in layers load with the first guard, not with
+    # ``import fuzeguard``.
     from fuzeguard.layers import BUILTIN_LAYERS
     from fuzeguard.layers._content import CONTENT
     from fuzeguard.layers._evidence import ACKNOWLEDGING
@@ -435,6 +437,8 @@ def takes_part(layer: object, protocol: type) -> bool:
     """``isinstance(layer, protocol)`` for one of the optional layer protocols, remembered per
     class for the built-in layers (asked every time of any other object, whose members may be
     its own)."""
+    # Deferred for start-up time: the built-in layers load with the first guard, not with
+    # ``import fuzeguard``.
     from fuzeguard.layers import BUILTIN_LAYERS
 
     cls = type(layer)
@@ -451,6 +455,8 @@ def check_layer_objects(where: str, items: tuple[Any, ...]) -> None:
     """Refuse, when the guard is declared, ``layers=`` objects that are not layers or whose
     features clash with each other's or a built-in layer's (rather than failing open on every
     call). Names are checked by the configuration."""
+    # Deferred for start-up time: the built-in layers load with the first guard, not with
+    # ``import fuzeguard``.
     from fuzeguard.layers import BUILTIN_LAYERS
 
     stack: list[Layer] = [

@@ -20,7 +20,7 @@ from fuzeguard._private.publish.log import emit
 
 if TYPE_CHECKING:
     from fuzeguard._private.judging.plan import Plan
-    from fuzeguard._private.runs.run import Run
+    from fuzeguard._private.protocols import RunInternals
 
 
 class StreamWatch:
@@ -29,7 +29,7 @@ class StreamWatch:
 
     __slots__ = ("call", "decision", "plan", "run", "watchers")
 
-    def __init__(self, run: Run, plan: Plan, call: Call, decision: Decision) -> None:
+    def __init__(self, run: RunInternals, plan: Plan, call: Call, decision: Decision) -> None:
         self.run = run
         self.plan = plan
         self.call = call

@@ -24,7 +24,7 @@ from fuzeguard._private.meaning.records import Call, CallRecord, Decision, Detec
 
 if TYPE_CHECKING:
     from fuzeguard._private.judging.plan import Plan
-    from fuzeguard._private.runs.run import Run
+    from fuzeguard._private.protocols import RunHandle
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +35,7 @@ class CallStarted:
     object, given for the built-in subscribers; its shape may change between versions.
     """
 
-    run: Run
+    run: RunHandle
     plan: Plan
     call: Call
     decision: Decision
@@ -47,7 +47,7 @@ class CallCompleted:
     it returned (the list of its chunks for a generator, ``stream`` True), ``error`` what it
     raised; ``decision`` includes what fired while it streamed."""
 
-    run: Run
+    run: RunHandle
     plan: Plan
     call: Call
     decision: Decision
@@ -61,7 +61,7 @@ class CallCompleted:
 class CallRefused:
     """A call that never ran: skipped (answered by the guard) or killed."""
 
-    run: Run
+    run: RunHandle
     plan: Plan
     call: Call
     decision: Decision
@@ -73,7 +73,7 @@ class CallInterrupted:
     inside): it leaves no record. ``start`` is when it began, in run seconds; ``chunks`` what a
     generator yielded before it stopped (None for other functions)."""
 
-    run: Run
+    run: RunHandle
     plan: Plan
     call: Call
     decision: Decision
@@ -87,7 +87,7 @@ class Detected:
     with the action it calls for; ``decision.action`` is what is done (``"call"`` in observe
     mode)."""
 
-    run: Run
+    run: RunHandle
     plan: Plan
     call: Call
     decision: Decision
@@ -97,7 +97,7 @@ class Detected:
 class RunKilled:
     """A detection ended the run: every later call is refused."""
 
-    run: Run
+    run: RunHandle
     detection: Detection
 
 
@@ -105,7 +105,7 @@ class RunKilled:
 class TurnEnded:
     """``run.end_turn()``: ``turn`` is the number of the turn that begins."""
 
-    run: Run
+    run: RunHandle
     turn: int
 
 
@@ -113,7 +113,7 @@ class TurnEnded:
 class RunReset:
     """``run.reset()``: history, counters and the clock start again; ``resets`` so far."""
 
-    run: Run
+    run: RunHandle
     resets: int
 
 
@@ -122,7 +122,7 @@ class CostAdded:
     """Cost counted toward the run outside its calls: ``add_cost()`` outside a guarded call, or
     what a subagent's run spent."""
 
-    run: Run
+    run: RunHandle
     amount: float
 
 
@@ -134,7 +134,7 @@ class BudgetWarning:
     a note for the model ("80% of the call budget used (8 of 10 calls): wrap up."), also kept
     for ``run.notes()``."""
 
-    run: Run
+    run: RunHandle
     limit: str
     fraction: float
     used: float
@@ -148,7 +148,7 @@ class RunResumed:
     resumes from; ``budgets`` the budgets raised, by key, to their new values; ``note`` the note
     for the model, if any (also kept for ``run.notes()``)."""
 
-    run: Run
+    run: RunHandle
     detection: Detection
     budgets: dict[str, float]
     note: str | None
@@ -158,7 +158,7 @@ class RunResumed:
 class RunClosed:
     """The last ``with`` block inside the run exited."""
 
-    run: Run
+    run: RunHandle
 
 
 Event = (

@@ -23,10 +23,10 @@ from fuzeguard._private.runs import state
 
 if TYPE_CHECKING:
     from fuzeguard._private.judging.plan import Plan
-    from fuzeguard._private.runs.run import Run
+    from fuzeguard._private.protocols import RunInternals
 
 
-def attach_standard(run: Run) -> None:
+def attach_standard(run: RunInternals) -> None:
     """Subscribe the standard subscribers to a new live run."""
     run.subscribe(report, Detected)
     run.subscribe(span_events, Detected)

@@ -41,6 +41,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from fuzeguard._private.configuration.schema import plain_data_key, schema
 from fuzeguard._private.configuration.settings import Settings
 from fuzeguard._private.meaning.records import Call, Decision
 from fuzeguard._private.meaning.secrets import Redactor, hide_unnamed, redactor, scrub
@@ -60,7 +61,7 @@ from fuzeguard._private.runs.forksafe import new_lock
 
 if TYPE_CHECKING:
     from fuzeguard._private.judging.plan import Plan
-    from fuzeguard._private.runs.run import Run
+    from fuzeguard._private.protocols import RunInternals
 
 FORMAT_VERSION = 1
 
@@ -70,7 +71,7 @@ _failing: set[str] = set()
 _failing_lock = new_lock()
 
 
-def trace_path(plan: Plan, run: Run) -> str | None:
+def trace_path(plan: Plan, run: RunInternals) -> str | None:
     """Where a run's trace goes, decided by its first call: ``trace=`` set in code for the
     run or that call's guard, then ``FUZE_TRACE``, then the config file."""
     path = plan.settings.trace or run.config.settings_for(None)["trace"]
@@ -79,7 +80,7 @@ def trace_path(plan: Plan, run: Run) -> str | None:
     return path or None
 
 
-def _open(path: str, run: Run) -> tuple[int | None, str, bool]:
+def _open(path: str, run: RunInternals) -> tuple[int | None, str, bool]:
     """Open the trace file for ``run``: the file ``path``, or a new file in the directory
     ``path`` (file descriptor, the file's path, whether it ends mid-line).
 
@@ -123,7 +124,7 @@ def _ends_mid_line(path: str) -> bool:
         return False
 
 
-def _failed(path: str, target: str, run: Run, exc: OSError) -> None:
+def _failed(path: str, target: str, run: RunInternals, exc: OSError) -> None:
     with _failing_lock:
         if path in _failing:
             return
@@ -171,7 +172,7 @@ class TraceRecorder:
         "target",
     )
 
-    def __init__(self, run: Run) -> None:
+    def __init__(self, run: RunInternals) -> None:
         self.run = run
         self._fd: int | None = None
         self.path: str | None = None
@@ -424,7 +425,7 @@ def _add_detections(line: dict[str, Any], decision: Decision) -> None:
     line["action"] = "observe" if decision.action == "call" else decision.action
 
 
-def _run_info(run: Run) -> dict[str, Any]:
+def _run_info(run: RunInternals) -> dict[str, Any]:
     info: dict[str, Any] = {
         "version": FORMAT_VERSION,
         "name": run.name,
@@ -436,8 +437,6 @@ def _run_info(run: Run) -> dict[str, Any]:
     settings = {}
     config = run.config
     values = config.settings_for(None)
-    from fuzeguard._private.configuration.schema import plain_data_key, schema
-
     for key in schema():
         if plain_data_key(key) and config.origin_of(key) == "code" and _plain(values[key]):
             settings[key] = _as_json_setting(values[key])
@@ -446,14 +445,12 @@ def _run_info(run: Run) -> dict[str, Any]:
     return info
 
 
-def code_options(plan: Plan, run: Run) -> dict[str, Any]:
+def code_options(plan: Plan, run: RunInternals) -> dict[str, Any]:
     """The settings a guard resolved differently from its run's config: those set in code.
 
     Written on a function's first line so that replay applies them as the live guard did.
     Only plain data is written (``plain_data_key``): replay ignores keys that may hold code.
     """
-    from fuzeguard._private.configuration.schema import plain_data_key
-
     values = run.config.settings_for(plan.name)
     out: dict[str, Any] = {}
     for f in dataclasses.fields(Settings):

@@ -8,14 +8,13 @@ from __future__ import annotations
 import dataclasses
 import math
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from fuzeguard._private.configuration.config import Config
 from fuzeguard._private.configuration.toml_lines import quoted_key
 from fuzeguard._private.configuration.validation import validate_code_options
-from fuzeguard._private.runs.exceptions import ConfigError
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -27,8 +26,6 @@ if TYPE_CHECKING:
     from fuzeguard._private.meaning.records import Detection
     from fuzeguard._private.reports.timeline import Mark
 
-# Distinct suggested lines checked by replaying a trace (each is one more replay of it).
-MAX_CHECKED_LINES = 32
 # The layers a function can be exempt from, or given another kind for.
 _LOOP_KEYS = ("dedup", "cycle", "progress", "iterations", "semantic", "cost_velocity")
 
@@ -42,7 +39,7 @@ class Suggestion:
     value: str
     why: str
     # True once replaying the run's trace with this line alone changed how the run ended and
-    # the layer acted where ``why`` says (``report._checked``).
+    # the layer acted where ``why`` says (``trace_reports._checked``).
     checked: bool = False
     # For a threshold: the layer it sets, the count at which that layer first acts on a loop
     # with this line (``acts_at``) and with the value the run had (``acted_at``), as ``why``
@@ -178,50 +175,3 @@ def suggestions(
         out.append(Suggestion("defaults", "on_loop", '["warn", "skip", "kill"]',
                               "warn the model first, then answer for the tool, then stop"))
     return out
-
-
-@dataclass(frozen=True, slots=True)
-class Trial:
-    """A trace replayed with one suggested line added: the (run, call) of each kill, and the
-    count at which each layer first acted, by (run, layer, function, loop detections only)."""
-
-    kills: set[tuple[str | None, int]]
-    first_acted: dict[tuple[str | None, str, str, bool], int]
-
-
-def replayed_with(
-    lines: Mapping[tuple[str, str, str], Suggestion], config: Config, path: str,
-    use_code_settings: bool,
-) -> dict[tuple[str, str, str], Trial | None] | None:
-    """For each line, the ``Trial`` of the trace replayed with that line added, or None for a
-    line that cannot be applied. None when there are no lines or more than
-    ``MAX_CHECKED_LINES`` (each is one more replay of the trace)."""
-    # Deferred for start-up time: replay is loaded only when lines are checked on a trace (a
-    # live run's report gives advice without it).
-    from fuzeguard._private.reports.replay import Replayer
-    from fuzeguard._private.reports.replayed import ReplayedDetection
-
-    if not lines or len(lines) > MAX_CHECKED_LINES:
-        return None
-    trials: dict[tuple[str, str, str], Trial | None] = {}
-    for key, line in lines.items():
-        try:
-            candidate = line.applied(config)
-        except (ConfigError, ValueError, TypeError):
-            trials[key] = None
-            continue
-        first: dict[tuple[str | None, str, str, bool], int] = {}
-
-        def found(item: ReplayedDetection,
-                  first: dict[tuple[str | None, str, str, bool], int] = first) -> None:
-            d = item.detection
-            if d.count is not None:
-                first.setdefault((item.run, d.layer, d.fn, False), d.count)
-                if d.kind == "loop":
-                    first.setdefault((item.run, d.layer, d.fn, True), d.count)
-
-        replayed = Replayer(candidate, use_code_settings=use_code_settings, keep=0,
-                            on_detection=found)
-        kills = {(k.run, k.call) for k in replayed.replay_file(path).kills}
-        trials[key] = Trial(kills, first)
-    return trials

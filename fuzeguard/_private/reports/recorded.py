@@ -9,9 +9,12 @@ decides anything: a line's recorded action is read, never recomputed.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fuzeguard._private.meaning.records import Detection
+
+if TYPE_CHECKING:
+    from fuzeguard._private.reports.timeline import Mark
 
 # What the guard did to a call, as a trace records it: the actions a report tells apart.
 ACTIONS = ("warn", "skip", "kill", "observe")
@@ -90,3 +93,12 @@ def _detection(line: dict[str, Any], index: int) -> Detection:
         call_index=index,
         action="kill",
     )
+
+
+def recorded_otherwise(recorded: Recorded | None, mark: Mark) -> str | None:
+    """The action the trace records for ``mark``'s call when the replay acted otherwise on it
+    (``"call"``: the guard did nothing to it then), else None."""
+    if recorded is None:
+        return None
+    was = recorded.actions.get(mark.index, "call")
+    return was if was != (mark.action if mark.action in ACTIONS else "call") else None

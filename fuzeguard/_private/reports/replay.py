@@ -68,6 +68,7 @@ from fuzeguard._private.reports.trace_reading import (
 )
 from fuzeguard._private.runs.budget import BUDGETS
 from fuzeguard._private.runs.exceptions import ConfigError, FuzeguardError
+from fuzeguard.layers import BUILTIN_LAYERS
 
 _RECOVER_TRIES = 16
 # Runs of one trace file replayed at once. Runs sharing a file interleave, but only a few at a
@@ -170,8 +171,6 @@ class _RunReplay:
             replayer.on_run(self.run)
 
     def plan(self, fn: str, line: dict[str, Any], problem: Callable[[str], None]) -> Plan:
-        from fuzeguard.layers import BUILTIN_LAYERS
-
         options: dict[str, Any] = {}
         layers: tuple[str, ...] | None = None
         recorded = line.get("guard")

@@ -118,6 +118,7 @@ def _handed_over(replayer: Replayer, replayed: _Replayed) -> TraceSummary:
 
 
 def _context() -> Any:
+    # Deferred for start-up time: only a replay spread over processes needs it.
     import multiprocessing
 
     methods = multiprocessing.get_all_start_methods()

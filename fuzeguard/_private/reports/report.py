@@ -9,22 +9,19 @@ page with a picture of the run (``report_html.py``).
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from fuzeguard._private.meaning.records import Detection
-from fuzeguard._private.reports.advice import Suggestion, Trial, number, replayed_with, suggestions
-from fuzeguard._private.reports.recorded import ACTIONS, Recorded, RecordedRun
+from fuzeguard._private.reports.advice import Suggestion, number, suggestions
+from fuzeguard._private.reports.recorded import ACTIONS, Recorded, recorded_otherwise
 from fuzeguard._private.reports.terminal import printable
-from fuzeguard._private.reports.timeline import Mark, Timeline
+from fuzeguard._private.reports.timeline import Mark, outcomes
 
 if TYPE_CHECKING:
     from fuzeguard._private.configuration.config import Config
-    from fuzeguard._private.reports.replay_run import ReplayRun
-    from fuzeguard._private.reports.replayed import Problem, ReplayedDetection, TraceSummary
-    from fuzeguard._private.runs.run import Run
+    from fuzeguard._private.protocols import RunInternals
 
 # Calls shown as evidence, newest last.
 MAX_EVIDENCE = 12
@@ -77,7 +74,7 @@ class StopReport:
         return self.text()
 
 
-def report_of(run: Run, *, later_calls: int = 0, source: str | None = None,
+def report_of(run: RunInternals, *, later_calls: int = 0, source: str | None = None,
               recorded: Recorded | None = None, replayed_under: str | None = None) -> StopReport:
     """The report of ``run`` as it is now: the marks its timeline collected (replay), else its
     history, detections and the arguments previewed when layers fired (live)."""
@@ -115,96 +112,6 @@ def report_of(run: Run, *, later_calls: int = 0, source: str | None = None,
         recorded=recorded,
         replayed_under=replayed_under,
     )
-
-
-def trace_reports(
-    paths: Sequence[str],
-    config: Config,
-    *,
-    use_code_settings: bool = True,
-    on_problem: Callable[[Problem], object] | None = None,
-    on_summary: Callable[[TraceSummary], object] | None = None,
-) -> list[StopReport]:
-    """The report of each run recorded in the traces (or directories of them), replayed under
-    ``config`` through the same decision path as live calls (``replay.py``), with the outcome
-    each trace records. ``on_summary`` gets what replaying each trace found."""
-    # Deferred for start-up time: replay is loaded only when traces are reported (a live run's
-    # report does not need it).
-    from fuzeguard._private.reports.replay import Replayer
-    from fuzeguard._private.reports.trace_reading import trace_files
-
-    runs: dict[int, tuple[Run, RecordedRun]] = {}
-
-    def attach(run: ReplayRun) -> None:
-        run._timeline = Timeline(run, full=True)
-        runs[id(run)] = (run, RecordedRun())
-
-    def read(run: ReplayRun, line: dict[str, Any]) -> None:
-        runs[id(run)][1].add(line)
-
-    replayer = Replayer(config, on_problem=on_problem, use_code_settings=use_code_settings,
-                        keep=0, on_run=attach, on_line=read)
-    reports: list[StopReport] = []
-    for path in trace_files(paths):
-        runs.clear()
-        summary = replayer.replay_file(path)
-        if on_summary is not None:
-            on_summary(summary)
-        # The calls after a kill are counted per trace: per run only when it holds one.
-        later = summary.not_evaluated if len(runs) == 1 else 0
-        found = [report_of(run, later_calls=later, source=path, recorded=lines.outcome(),
-                           replayed_under=config.described)
-                 for run, lines in runs.values()]
-        if path != "-":  # a stream cannot be read again
-            found = _checked(found, summary.kills, config, path, use_code_settings)
-        reports.extend(found)
-    return reports
-
-
-def _checked(reports: list[StopReport], kills: Sequence[ReplayedDetection], config: Config,
-             path: str, use_code_settings: bool) -> list[StopReport]:
-    """The reports with only the suggested lines that change how their run ended and, for a
-    threshold, act where their comment says: each line checked by replaying the trace with it
-    (``advice.replayed_with``)."""
-    stops = {id(k.detection): (k.run, k.call) for k in kills}
-    lines: dict[tuple[str, str, str], Suggestion] = {}
-    for report in reports:
-        if report.stop is not None and id(report.stop) in stops:
-            for s in report.suggestions:
-                lines.setdefault((s.table, s.key, s.value), s)
-    trials = replayed_with(lines, config, path, use_code_settings)
-    if trials is None:
-        return reports
-    out = []
-    for report in reports:
-        stop = stops.get(id(report.stop)) if report.stop is not None else None
-        if stop is not None:
-            kept = []
-            for s in report.suggestions:
-                trial = trials[(s.table, s.key, s.value)]
-                if trial is not None and stop not in trial.kills and _acts_as_said(
-                    s, stop[0], report.marks, trial
-                ):
-                    kept.append(dataclasses.replace(s, checked=True))
-            report = dataclasses.replace(report, suggestions=tuple(kept))
-        out.append(report)
-    return out
-
-
-def _acts_as_said(s: Suggestion, run: str | None, marks: Sequence[Mark], trial: Trial) -> bool:
-    """Whether a threshold's layer first acted, on the function it is set for, where the line's
-    comment says: at ``acted_at`` in the replay as it was, and at ``acts_at`` with the line (or
-    not at all: the trace ended before that count)."""
-    if s.acts_at is None:
-        return True
-    fn = s.table.removeprefix("functions.")
-    if s.acted_at is not None:
-        before = next((d.count for m in marks for d in m.detections
-                       if d.layer == s.layer and d.fn == fn
-                       and (d.kind == "loop" or not s.loop_only)), None)
-        if before != s.acted_at:
-            return False
-    return trial.first_acted.get((run, s.layer, fn, s.loop_only), s.acts_at) == s.acts_at
 
 
 def report_of_detection(detection: Detection, calls: int, cost: float, elapsed: float,
@@ -256,42 +163,6 @@ def evidence(marks: Sequence[Mark], stop: Detection | None) -> list[Mark]:
 # ------------------------------------------------------------------------- text
 
 
-def _outcome(mark: Mark, first_of: dict[tuple[bytes, bytes | None], int],
-             by_result: dict[bytes, int], labels: dict[bytes, str]) -> str:
-    """What a call came to, linked to the earlier call it repeats."""
-    if mark.action == "kill":
-        return "not run: the run stopped here"
-    if mark.action == "skip":
-        return "not run: answered by the guard"
-    if mark.action == "interrupted":
-        return "interrupted"
-    fp = mark.result_fp
-    same = first_of.get((mark.args_fp, fp))
-    if fp is not None and same is not None and same != mark.index:
-        return f"same as call {same}"
-    if fp is None:
-        text = "outcome unknown"
-    elif mark.error is not None:
-        text = f"error {mark.error}"
-    else:
-        if fp not in labels:
-            labels[fp] = _letter(len(labels))
-        text = f"result {labels[fp]}"
-    other = by_result.get(fp) if fp is not None else None
-    if other is not None and other != mark.index:
-        return f"same result as call {other}"
-    return text
-
-
-def _letter(n: int) -> str:
-    text = ""
-    n += 1
-    while n:
-        n, rem = divmod(n - 1, 26)
-        text = chr(65 + rem) + text
-    return text
-
-
 def _fired(mark: Mark) -> str:
     parts = []
     for d in mark.detections:
@@ -302,20 +173,6 @@ def _fired(mark: Mark) -> str:
             count = f" limit {number(d.threshold)}"
         parts.append(f"{d.layer}{count}")
     return ", ".join(parts)
-
-
-def outcomes(marks: Sequence[Mark]) -> dict[int, str]:
-    """Each call's outcome as the report shows it, linked to the first call it repeats."""
-    first_of: dict[tuple[bytes, bytes | None], int] = {}
-    by_result: dict[bytes, int] = {}
-    labels: dict[bytes, str] = {}
-    shown: dict[int, str] = {}
-    for mark in marks:
-        shown[mark.index] = _outcome(mark, first_of, by_result, labels)
-        if mark.result_fp is not None and mark.action not in ("skip", "kill"):
-            first_of.setdefault((mark.args_fp, mark.result_fp), mark.index)
-            by_result.setdefault(mark.result_fp, mark.index)
-    return shown
 
 
 def render_text(report: StopReport) -> str:
@@ -448,15 +305,6 @@ def _recorded(report: StopReport, recorded: Recorded) -> list[str]:
                  f"{_DID[was]}; replayed: {_DID[now]}). The rest of this report is the replay's:")
     lines.extend(_stopped("The replayed run was", report.stop, ""))
     return lines
-
-
-def recorded_otherwise(recorded: Recorded | None, mark: Mark) -> str | None:
-    """The action the trace records for ``mark``'s call when the replay acted otherwise on it
-    (``"call"``: the guard did nothing to it then), else None."""
-    if recorded is None:
-        return None
-    was = recorded.actions.get(mark.index, "call")
-    return was if was != (mark.action if mark.action in ACTIONS else "call") else None
 
 
 def first_difference(recorded: Recorded, marks: Sequence[Mark]) -> tuple[int, str, str] | None:

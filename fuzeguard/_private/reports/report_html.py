@@ -15,13 +15,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from html import escape
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from fuzeguard._private.reports.report import outcomes, recorded_otherwise
-
-if TYPE_CHECKING:
-    from fuzeguard._private.reports.report import StopReport
-    from fuzeguard._private.reports.timeline import Mark
+from fuzeguard._private.reports.recorded import Recorded, recorded_otherwise
+from fuzeguard._private.reports.timeline import Mark, outcomes
 
 LANE = 40
 LABEL = 170
@@ -52,7 +49,21 @@ _SVG_STYLE = (
 )
 
 
-def page(reports: Sequence[StopReport], title: str, *, headings: bool = True) -> str:
+class Drawn(Protocol):
+    """What a page draws of a stop report (``report.StopReport``, which imports this module
+    only when a page is asked for): the run's label, its calls, what the trace recorded of
+    them, and the report's text."""
+
+    @property
+    def run(self) -> str: ...
+    @property
+    def marks(self) -> tuple[Mark, ...]: ...
+    @property
+    def recorded(self) -> Recorded | None: ...
+    def text(self) -> str: ...
+
+
+def page(reports: Sequence[Drawn], title: str, *, headings: bool = True) -> str:
     """A whole page: each report's picture and text, under a heading of its run's name
     (``headings``; a page of one run, whose title names it, needs none)."""
     parts = [
@@ -80,7 +91,7 @@ def _xs(marks: Sequence[Mark]) -> list[float]:
     return [LABEL + 20 + step * i for i in range(len(marks))]
 
 
-def picture(report: StopReport) -> str:
+def picture(report: Drawn) -> str:
     """The timeline of one run as an inline SVG element."""
     marks = list(report.marks)
     lanes: dict[str, int] = {}

@@ -14,6 +14,7 @@ scrubbed, and the preview is cut short.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -209,3 +210,53 @@ def _with(mark: Mark, detections: tuple[Detection, ...], args: str | None = None
 def _bound(d: dict[Any, Any], limit: int) -> None:
     while len(d) > limit:
         del d[next(iter(d))]
+
+
+def outcomes(marks: Sequence[Mark]) -> dict[int, str]:
+    """Each call's outcome as the report shows it, linked to the first call it repeats."""
+    first_of: dict[tuple[bytes, bytes | None], int] = {}
+    by_result: dict[bytes, int] = {}
+    labels: dict[bytes, str] = {}
+    shown: dict[int, str] = {}
+    for mark in marks:
+        shown[mark.index] = _outcome(mark, first_of, by_result, labels)
+        if mark.result_fp is not None and mark.action not in ("skip", "kill"):
+            first_of.setdefault((mark.args_fp, mark.result_fp), mark.index)
+            by_result.setdefault(mark.result_fp, mark.index)
+    return shown
+
+
+def _outcome(mark: Mark, first_of: dict[tuple[bytes, bytes | None], int],
+             by_result: dict[bytes, int], labels: dict[bytes, str]) -> str:
+    """What a call came to, linked to the earlier call it repeats."""
+    if mark.action == "kill":
+        return "not run: the run stopped here"
+    if mark.action == "skip":
+        return "not run: answered by the guard"
+    if mark.action == "interrupted":
+        return "interrupted"
+    fp = mark.result_fp
+    same = first_of.get((mark.args_fp, fp))
+    if fp is not None and same is not None and same != mark.index:
+        return f"same as call {same}"
+    if fp is None:
+        text = "outcome unknown"
+    elif mark.error is not None:
+        text = f"error {mark.error}"
+    else:
+        if fp not in labels:
+            labels[fp] = _letter(len(labels))
+        text = f"result {labels[fp]}"
+    other = by_result.get(fp) if fp is not None else None
+    if other is not None and other != mark.index:
+        return f"same result as call {other}"
+    return text
+
+
+def _letter(n: int) -> str:
+    text = ""
+    n += 1
+    while n:
+        n, rem = divmod(n - 1, 26)
+        text = chr(65 + rem) + text
+    return text

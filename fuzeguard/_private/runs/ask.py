@@ -37,7 +37,7 @@ from fuzeguard._private.runs.forksafe import new_lock
 if TYPE_CHECKING:
     import concurrent.futures
 
-    from fuzeguard._private.runs.run import Run
+    from fuzeguard._private.protocols import RunHandle
 
 Answer = Literal["continue", "skip", "kill"]
 ANSWERS: tuple[str, ...] = ("continue", "skip", "kill")
@@ -59,7 +59,7 @@ class Question:
 
     detection: Detection
     fn: str
-    run: Run
+    run: RunHandle
 
 
 AskHook = Callable[
@@ -131,6 +131,6 @@ async def _awaited(value: Awaitable[Any]) -> Any:
     return await value
 
 
-def _log(run: Run, question: Question, message: str, **fields: Any) -> None:
+def _log(run: RunHandle, question: Question, message: str, **fields: Any) -> None:
     emit("warning", "fuzeguard.ask_unanswered", run_id=run.id, run_name=run.name,
          fn=question.fn, layer=question.detection.layer, message=message, **fields)

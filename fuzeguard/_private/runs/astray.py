@@ -10,7 +10,7 @@ mistakes send it there, and each is logged once, naming the run, the cause and t
   started before the run was entered): ``fuzeguard.call_outside_run``.
 
 While there is nothing to say, a call to the implicit run pays two truth tests for this
-(``run.implicit_run`` reads ``_awaited`` and ``_open`` itself: no function call).
+(``implicit.implicit_run`` reads ``_awaited`` and ``_open`` itself: no function call).
 """
 
 from __future__ import annotations
@@ -22,25 +22,25 @@ from typing import TYPE_CHECKING
 from fuzeguard._private.publish.log import emit
 
 if TYPE_CHECKING:
-    from fuzeguard._private.runs.run import Run
+    from fuzeguard._private.protocols import RunInternals
 
 # The latest run created or resumed and not entered since, and which of the two.
-_awaited: tuple[weakref.ref[Run], str] | None = None
+_awaited: tuple[weakref.ref[RunInternals], str] | None = None
 # The runs inside a ``with`` block now, not yet named in a warning: by id, with the thread that
 # entered each.
-_open: dict[int, tuple[weakref.ref[Run], int]] = {}
+_open: dict[int, tuple[weakref.ref[RunInternals], int]] = {}
 # The threads whose calls outside any run were explained already.
 _told: set[int] = set()
 
 
-def awaiting(run: Run, why: str) -> None:
+def awaiting(run: RunInternals, why: str) -> None:
     """``run`` was created (``why`` = ``"created"``) or resumed (``"resumed"``) and is not
     entered: calls are expected in it."""
     global _awaited
     _awaited = (weakref.ref(run), why)
 
 
-def settled(run: Run) -> None:
+def settled(run: RunInternals) -> None:
     """``run`` is no longer awaited: it was entered, or made to decorate a function."""
     global _awaited
     awaited = _awaited
@@ -48,13 +48,13 @@ def settled(run: Run) -> None:
         _awaited = None
 
 
-def entered(run: Run) -> None:
+def entered(run: RunInternals) -> None:
     """The first ``with`` block inside ``run`` began."""
     settled(run)
     _open[id(run)] = (weakref.ref(run), threading.get_ident())
 
 
-def left(run: Run) -> None:
+def left(run: RunInternals) -> None:
     """The last ``with`` block inside ``run`` ended."""
     _open.pop(id(run), None)
 
@@ -86,11 +86,11 @@ def explain() -> None:
             _outside(runs)
 
 
-def _label(run: Run) -> str:
+def _label(run: RunInternals) -> str:
     return f'"{run.name}"' if run.name else run.id
 
 
-def _not_entered(run: Run, why: str) -> None:
+def _not_entered(run: RunInternals, why: str) -> None:
     label = _label(run)
     if why == "resumed":
         cause = (f"run {label} was resumed after its `with` block ended, and no `with` block is "
@@ -107,7 +107,7 @@ def _not_entered(run: Run, why: str) -> None:
          message=f"{cause}. Fix: {fix}")
 
 
-def _outside(runs: list[tuple[Run, int]]) -> None:
+def _outside(runs: list[tuple[RunInternals, int]]) -> None:
     here = threading.get_ident()
     names = {t.ident: t.name for t in threading.enumerate()}
     where = []

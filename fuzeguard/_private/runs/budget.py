@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from fuzeguard._private.publish.events import BudgetWarning
 
 if TYPE_CHECKING:
-    from fuzeguard._private.runs.run import Run
+    from fuzeguard._private.protocols import RunHandle
 
 INF = float("inf")
 # The budgets warn_at applies to, and how a warning names each.
@@ -52,7 +52,7 @@ def first(steps: Steps, key: str) -> float:
     return ahead[0][0] if ahead else INF
 
 
-def reached(run: Run, steps: Steps, used: Mapping[str, float],
+def reached(run: RunHandle, steps: Steps, used: Mapping[str, float],
             values: Mapping[str, Any]) -> list[BudgetWarning]:
     """The warnings due at ``used``: each threshold passed is consumed, so it warns once."""
     out: list[BudgetWarning] = []

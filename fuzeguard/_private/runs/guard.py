@@ -16,7 +16,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar, final, overload
 
-from fuzeguard._private.configuration.config import Config
+from fuzeguard._private.configuration.config import Config, checked_discovered_config
 from fuzeguard._private.configuration.names import register, warn_unmatched
 from fuzeguard._private.configuration.validation import validate_code_options
 from fuzeguard._private.judging.completion import complete
@@ -29,9 +29,10 @@ from fuzeguard._private.publish.log import emit
 from fuzeguard._private.runs import state
 from fuzeguard._private.runs.exceptions import ConfigError, FuzeguardError, StoreUnavailable
 from fuzeguard._private.runs.forksafe import new_lock
+from fuzeguard._private.runs.implicit import current_run
 from fuzeguard._private.runs.loop_detected import LoopDetected
 from fuzeguard._private.runs.registered import registered_by
-from fuzeguard._private.runs.run import Run, _as_hooks, _current, checked_discovered_config, current_run
+from fuzeguard._private.runs.run import Run, _as_hooks, _current
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack

@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 
 from fuzeguard._private.configuration.config import Config
 from fuzeguard._private.runs.exceptions import FuzeguardError
-from fuzeguard._private.runs.run import Run, current_run
+from fuzeguard._private.runs.implicit import current_run
+from fuzeguard._private.runs.run import Run
 
 if TYPE_CHECKING:
     from fuzeguard._private.meaning.records import Detection, RunStats

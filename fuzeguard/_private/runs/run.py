@@ -1,8 +1,9 @@
 """Runs: the unit loops are judged in, kept in a context variable.
 
-``Run`` is the user's handle: opening and closing, threads and tasks, the events it publishes,
-stats and controls. Its state and the bookkeeping that keeps it are ``RunState``'s
-(``runstate.py``).
+``Run`` is the user's handle: opening and closing, threads and tasks, deciding the calls of its
+guards, stats and controls. Its state and the bookkeeping that keeps it are ``RunState``'s
+(``runstate.py``), its subscribers ``Delivering``'s (``delivery.py``); which run a call belongs
+to, and the implicit run, are ``implicit.py``'s.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from collections.abc import Callable, Iterable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, ClassVar, ParamSpec, TypeVar
 
-from fuzeguard._private.configuration.config import Config, discovered_config
+from fuzeguard._private.configuration.config import Config, checked_discovered_config
 from fuzeguard._private.configuration.settings import store_url
 from fuzeguard._private.configuration.validation import validate_code_options
 from fuzeguard._private.meaning.fingerprint import keyed
@@ -27,28 +28,24 @@ from fuzeguard._private.meaning.records import (
     LimitUsage,
     RunStats,
 )
-from fuzeguard._private.meaning.secrets import exception_text
 from fuzeguard._private.protocols import DetectHook
 from fuzeguard._private.publish.events import (
-    EVENT_TYPES,
     CallInterrupted,
     CallRefused,
     CallStarted,
     CostAdded,
     Detected,
-    Event,
     RunClosed,
     RunKilled,
     RunResumed,
-    Subscriber,
 )
-from fuzeguard._private.publish.hooks import callable_name
 from fuzeguard._private.publish.log import emit
 from fuzeguard._private.publish.sinks import attach_standard
 from fuzeguard._private.runs import astray, budget
-from fuzeguard._private.runs.exceptions import ConfigError, FuzeguardError
-from fuzeguard._private.runs.forksafe import new_lock
-from fuzeguard._private.runs.runstate import _REFUSED, RunState
+from fuzeguard._private.runs.ask import Question, answer
+from fuzeguard._private.runs.delivery import Delivering
+from fuzeguard._private.runs.exceptions import FuzeguardError
+from fuzeguard._private.runs.runstate import _REFUSED
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -67,14 +64,6 @@ R = TypeVar("R")
 # run keeps its own stack, so overlapping ``with run:`` blocks in different contexts never
 # disturb each other.
 _current: contextvars.ContextVar[tuple[Run, ...]] = contextvars.ContextVar("fuzeguard_run", default=())
-_implicit: Run | None = None
-_implicit_lock = new_lock()
-
-
-def current_run() -> Run:
-    """The run the current context belongs to, or the implicit process-wide run if none is open."""
-    stack = _current.get()
-    return stack[-1] if stack else implicit_run()
 
 
 def make_current(run: Run) -> contextvars.Token[tuple[Run, ...]]:
@@ -89,55 +78,7 @@ def restore_current(token: contextvars.Token[tuple[Run, ...]]) -> None:
     _current.reset(token)
 
 
-def implicit_run() -> Run:
-    """The process-wide run that calls made outside any ``fuzeguard.run()`` go to.
-
-    A kill ends the implicit run like any other, but it does not stay dead: the next call made
-    outside any run starts a fresh implicit run (logged as ``fuzeguard.implicit_run_restarted``),
-    so that one bad request cannot disable a long-lived process that opens no runs. The kill
-    sticks for what looped: in every later implicit run, a call of the function with the
-    arguments of the call that was killed is refused at once (``ImplicitRun``).
-    """
-    global _implicit
-    if astray._awaited is not None or astray._open:  # a run this call may have missed
-        astray.explain()
-    run = _implicit
-    if run is not None and run._killed is None:
-        return run
-    with _implicit_lock:
-        run = _implicit
-        if run is None:
-            run = _implicit = ImplicitRun()
-            emit(
-                "info", "fuzeguard.implicit_run",
-                message="a guarded call was made outside fuzeguard.run(): it counts against the "
-                "process-wide implicit run; open one run per task or request to keep them apart",
-            )
-        elif run._killed is not None:
-            killed = run._killed
-            run.close()
-            run = _implicit = ImplicitRun(run)
-            emit(
-                "warning", "fuzeguard.implicit_run_restarted",
-                previous_run_id=killed.run_id, run_id=run.id, layer=killed.layer, fn=killed.fn,
-                message="the implicit run was killed by a detection; calls made outside "
-                "fuzeguard.run() now go to a fresh implicit run, which refuses the call that "
-                "was killed if it comes again. Open one run per task or request so that a kill "
-                "stays with the task that looped",
-            )
-    return run
-
-
-def _reset_implicit_run() -> None:
-    global _implicit
-    astray.forget()
-    with _implicit_lock:
-        if _implicit is not None:
-            _implicit.close()
-        _implicit = None
-
-
-class Run(RunState):
+class Run(Delivering):
     """One agent task, request or conversation turn: the unit loops are judged in.
 
     Open one with ``fuzeguard.run()``; use it as ``with`` or ``async with``. Calls made in asyncio
@@ -184,12 +125,12 @@ class Run(RunState):
         self.started_at = time.time()
         # How many ``with`` blocks (in any task, thread or loop) are inside the run right now.
         self._entered = 0
-        # Subscribers by event type (``subscribe``).
-        self._subs: dict[type[Any], tuple[Subscriber, ...]] = {}
+        self._subs = {}
         url = store_url(self.config)
         if url is not None and name is None and self.config.origin_of("store") != "code":
             url = None  # a store from the file or FUZE_STORE shares named runs only
         if url is not None or parent is not None:
+            # Deferred for start-up time: a run of its own never loads the store.
             from fuzeguard._private.store import open_store
 
             self._store = open_store(self, url, parent)
@@ -298,58 +239,6 @@ class Run(RunState):
 
         return bound
 
-    def subscribe(self, subscriber: Subscriber, *events: type[Any]) -> Callable[[], None]:
-        """Deliver this run's events of the given types (all types if none are given) to
-        ``subscriber``, a callable taking one event (``fuzeguard.events``); returns a function
-        that unsubscribes it.
-
-        Events are delivered in the thread or task whose call caused them, in order, never while
-        the run's lock is held. A subscriber that raises is logged and the call goes on.
-        """
-        kinds = events or EVENT_TYPES
-        for kind in kinds:
-            if kind not in EVENT_TYPES:
-                raise TypeError(
-                    f"run.subscribe(): {kind!r} is not an event type; use the classes in "
-                    "fuzeguard.events"
-                )
-        with self._lock:
-            subs = dict(self._subs)
-            for kind in kinds:
-                subs[kind] = (*subs.get(kind, ()), subscriber)
-            self._subs = subs  # replaced whole: deliveries in flight keep the tuples they read
-
-        def unsubscribe() -> None:
-            with self._lock:
-                subs = dict(self._subs)
-                for kind in kinds:
-                    kept = tuple(s for s in subs.get(kind, ()) if s is not subscriber)
-                    if kept:
-                        subs[kind] = kept
-                    else:
-                        subs.pop(kind, None)
-                self._subs = subs
-
-        return unsubscribe
-
-    def _deliver(self, event: Event) -> None:
-        """Hand ``event`` to its subscribers, after any event queued while the lock was held."""
-        if self._outbox:
-            self._drain()
-        self._hand(event)
-
-    def _drain(self) -> None:
-        with self._lock:
-            queued, self._outbox = self._outbox, []
-        for event in queued:
-            self._hand(event)
-
-    def _hand(self, event: Event) -> None:
-        for subscriber in self._subs.get(type(event), ()):
-            try:
-                subscriber(event)
-            except Exception as exc:
-                _subscriber_failed(self, subscriber, event, exc)
 
     def close(self) -> None:
         """Flush and close the run's trace, if any. Called when the last ``with`` block inside the
@@ -423,6 +312,7 @@ class Run(RunState):
         repeated calls with their arguments previewed (redacted as traces are), calls and cost
         spent and saved, and the ``fuze.toml`` lines that would change the outcome.
         ``str(run.report())`` is the text; ``.html()`` a page with a picture of the run."""
+        # Deferred for start-up time: the reports load when a report is asked for.
         from fuzeguard._private.reports.report import report_of
 
         return report_of(self)
@@ -619,8 +509,6 @@ class Run(RunState):
     def _question(self, call: Call, decision: Decision) -> str:
         """The ``ask`` callback's answer to a decision that calls for it (``ask.py``); waits
         for it, up to ``ask_timeout``."""
-        from fuzeguard._private.runs.ask import Question, answer
-
         assert decision.detection is not None
         if self.ask_hook is None and not self._standard:
             return "kill"  # replay: no one to ask, and nothing to log as live
@@ -687,13 +575,6 @@ class Run(RunState):
         return f"<Run {self.name or self.id} {state} calls={self._calls}>"
 
 
-def _subscriber_failed(run: Run, subscriber: Subscriber, event: Event, exc: Exception) -> None:
-    emit("error", "fuzeguard.subscriber_failed", run_id=run.id, run_name=run.name,
-         event_type=type(event).__name__, subscriber=callable_name(subscriber),
-         error=exception_text(exc),
-         message="a subscriber of the run's events raised; the call goes on")
-
-
 def _non_negative(name: str, value: Any, *, whole: bool = False) -> None:
     ok = isinstance(value, int) if whole else isinstance(value, (int, float))
     if isinstance(value, bool) or not ok or not 0 <= value < float("inf"):
@@ -703,6 +584,8 @@ def _non_negative(name: str, value: Any, *, whole: bool = False) -> None:
 
 def _iteration_cap(value: int | None) -> int:
     """The iteration cap in force: the one set, or the built-in one."""
+    # Deferred for start-up time: the built-in layers load with the first guard, not with
+    # ``import fuzeguard``.
     from fuzeguard.layers.iterations import DEFAULT_CAP
 
     return DEFAULT_CAP if value is None else value
@@ -710,84 +593,6 @@ def _iteration_cap(value: int | None) -> int:
 
 class LayerFailed(RuntimeError):
     """Raised to the guard when a layer failed and ``fail_closed`` refuses the call."""
-
-
-
-
-_config_errors_logged: set[str] = set()
-
-
-def checked_discovered_config() -> Config:
-    """``discovered_config()``, with a ``ConfigError`` logged at error level (once per message)
-    before it is raised: a framework that catches the exceptions of a tool call (and shows the
-    model "An error occurred") must not hide a broken fuze.toml."""
-    try:
-        return discovered_config()
-    except ConfigError as exc:
-        message = str(exc)
-        if message not in _config_errors_logged:
-            _config_errors_logged.add(message)
-            emit("error", "fuzeguard.config_error", error=message,
-                 message=f"fuzeguard cannot use its configuration: {message}")
-        raise
-
-
-class ImplicitRun(Run):
-    """The process-wide run of calls made outside any ``fuzeguard.run()`` (and the run of a
-    session an integration could only guess, ``KeyedRuns.restart``).
-
-    A loop killed in one implicit run stays stopped in the next: each kill of a loop (not of a
-    budget) remembers the function and argument fingerprint of the call it refused, and every
-    later implicit run refuses a call with both at once, with the detection that killed it
-    (the run itself goes on), for ``STUCK_TTL`` seconds after the kill. Before, a caller that
-    caught ``LoopDetected`` and went on called the tool again and again: 30 identical calls ran
-    it 23 times. The calls of a long-lived server come from many users: after ``STUCK_TTL`` the
-    pattern is judged afresh (a loop that goes on is caught again at its next repeats), so
-    that one user's loop does not refuse that call to every other user for the process's life.
-    """
-
-    # Patterns kept: a long-lived process killed for ever new loops forgets the oldest first.
-    MAX_STUCK = 1024
-    # Seconds a killed pattern stays refused.
-    STUCK_TTL = 600.0
-    # (function name, argument fingerprint) of each call a killed implicit run refused, with
-    # the detection and the monotonic time at which it is forgotten.
-    _stuck: dict[tuple[str, bytes], tuple[Detection, float]]
-    _kill_pattern: tuple[str, bytes] | None
-
-    def __init__(self, previous: Run | None = None, name: str = "implicit") -> None:
-        super().__init__(name, store=None)
-        stuck: dict[tuple[str, bytes], tuple[Detection, float]] = {}
-        if previous is not None:
-            now = time.monotonic()
-            killed, pattern = previous._killed, None
-            if isinstance(previous, ImplicitRun):
-                stuck.update((k, v) for k, v in previous._stuck.items() if v[1] > now)
-                pattern = previous._kill_pattern
-            elif killed is not None and killed.kind == "loop" and previous._killed_fp:
-                pattern = (killed.fn, previous._killed_fp)
-            if pattern is not None and killed is not None:
-                stuck[pattern] = (killed, now + self.STUCK_TTL)
-            while len(stuck) > self.MAX_STUCK:
-                del stuck[next(iter(stuck))]
-        self._stuck = stuck
-        self._kill_pattern = None
-
-    def _judge(
-        self, plan: Plan, args_fp: bytes, arguments: Any, kind: str | None = None
-    ) -> tuple[Call, Decision]:
-        if self._stuck:
-            found = self._stuck.get((plan.name, args_fp))
-            if found is not None and found[1] <= time.monotonic():
-                del self._stuck[(plan.name, args_fp)]
-            elif found is not None:  # refused, not counted: the fresh run itself goes on
-                call = Call(plan.name, self._attempts + 1, args_fp, arguments)
-                return call, Decision("kill", call.index, found[0], ())
-        call, decision = super()._judge(plan, args_fp, arguments, kind)
-        if decision.action == "kill" and decision.detections and decision.detection is not None \
-                and decision.detection.kind == "loop":
-            self._kill_pattern = (call.fn, args_fp)
-        return call, decision
 
 
 def _as_config(config: Any) -> Config:

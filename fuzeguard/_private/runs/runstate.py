@@ -37,8 +37,7 @@ from fuzeguard._private.runs.forksafe import new_lock
 
 if TYPE_CHECKING:
     from fuzeguard._private.judging.plan import Plan
-    from fuzeguard._private.protocols import StateHolder
-    from fuzeguard._private.runs.run import Run
+    from fuzeguard._private.protocols import RunHandle, StateHolder
 
 MIN_HISTORY = 32
 MAX_PATTERNS = 4096
@@ -141,7 +140,7 @@ class RunState:
         used = {"max_calls": float(self._calls), "max_calls_per_turn": float(self._turn_calls),
                 "max_cost": self._cost, "max_duration": self.elapsed()}
         values = self.config.settings_for(None)
-        for warning in budget.reached(cast("Run", self), self._budget_steps, used, values):
+        for warning in budget.reached(cast("RunHandle", self), self._budget_steps, used, values):
             self._outbox.append(warning)
             self._note_for_model(warning.message)
         self._set_warn()
@@ -213,7 +212,7 @@ class RunState:
         """Start afresh (lock held): here, or a reset made by another process sharing the run."""
         self.resets += 1
         self._clear()
-        self._outbox.append(RunReset(cast("Run", self), self.resets))
+        self._outbox.append(RunReset(cast("RunHandle", self), self.resets))
 
     def _end_turn(self) -> None:
         """A new turn begins (lock held): here, or in another process sharing the run."""
@@ -225,7 +224,7 @@ class RunState:
             )
             self._set_warn()
         self._turns_marked = True
-        self._outbox.append(TurnEnded(cast("Run", self), self._turn))
+        self._outbox.append(TurnEnded(cast("RunHandle", self), self._turn))
 
     def _take_unbilled(self) -> float:
         """Model cost metered outside any call, for the record of the call completing now: it
@@ -240,7 +239,7 @@ class RunState:
         self._cost += amount
         if self._cost >= self._warn_cost:
             self._budget_reached()
-        self._outbox.append(CostAdded(cast("Run", self), amount))
+        self._outbox.append(CostAdded(cast("RunHandle", self), amount))
 
     def _layer_failed(self, layer: Any, call: Call, error: Exception) -> None:
         """A layer raised while judging ``call`` (the run's lock is held): it is left out of this

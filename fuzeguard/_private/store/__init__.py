@@ -10,16 +10,11 @@ closing. The store judges with the run's own ``_judge`` and books with its own `
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import Any
 
+from fuzeguard._private.protocols import RunInternals, Store
 from fuzeguard._private.publish.log import emit
 from fuzeguard._private.runs.exceptions import ConfigError, StoreUnavailable
-
-if TYPE_CHECKING:
-    from fuzeguard._private.judging.plan import Plan
-    from fuzeguard._private.meaning.records import Call, CallRecord, Decision, Detection
-    from fuzeguard._private.runs.run import Run
-
 
 __all__ = ["Store", "StoreUnavailable", "open_store", "store_problem"]
 
@@ -51,42 +46,10 @@ def store_problem(config: Any, url: str, from_code: bool = True) -> str | None:
     return None
 
 
-class Store(Protocol):
-    """Holds a run's state for it (see the module docstring). ``asks``: its ``decide`` puts
-    an ``ask`` decision to the run's callback itself (else the answer is ``"kill"``)."""
-
-    asks: ClassVar[bool]
-
-    def open(self, run: Run) -> None: ...
-    async def aopen(self, run: Run) -> None: ...
-    def decide(
-        self, run: Run, plan: Plan, args_fp: bytes, arguments: Any, kind: str | None
-    ) -> tuple[Call, Decision]: ...
-    async def adecide(
-        self, run: Run, plan: Plan, args_fp: bytes, arguments: Any, kind: str | None
-    ) -> tuple[Call, Decision]: ...
-    async def aflush(self, run: Run, everything: bool = False) -> None:
-        """Write, awaited, what a completion made on an event loop left to send at once
-        (``everything``: all that waits, as closing does)."""
-    def flag(self, run: Run, plan: Plan, call: Call, detection: Detection) -> Decision: ...
-    def complete(self, run: Run, record: CallRecord, plan: Plan, call: Call) -> None: ...
-    def discard(self, run: Run, index: int) -> None: ...
-    def add_cost(self, run: Run, amount: float) -> None: ...
-    def end_turn(self, run: Run) -> None: ...
-    def reset(self, run: Run) -> None: ...
-    def refresh(self, run: Run) -> None: ...
-    def stats(self) -> dict[str, int]: ...
-    def close(self, run: Run) -> None: ...
-    def end(self, run: Run) -> None: ...
-    def annotate(self, run: Run, line: dict[str, Any]) -> None:
-        """Add what a trace line of this run needs to be merged with other processes' lines."""
-
-
-
-def open_store(run: Run, url: str | None, parent: Run | str | None) -> Store | None:
+def open_store(run: RunInternals, url: str | None, parent: RunInternals | str | None) -> Store | None:
     """The store of a run opened with ``store=url`` and/or ``parent=``; None when the store
     cannot work here and the run is judged in this process (``store_problem`` says why)."""
-    from fuzeguard._private.runs.run import Run as RunClass
+    from fuzeguard._private.runs.runstate import RunState as RunClass
 
     if url is not None:
         problem = store_problem(run.config, url, run.config.origin_of("store") == "code")

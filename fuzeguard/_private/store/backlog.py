@@ -26,7 +26,7 @@ from fuzeguard._private.publish.log import emit
 from fuzeguard._private.runs.forksafe import new_lock
 
 if TYPE_CHECKING:
-    from fuzeguard._private.runs.run import Run
+    from fuzeguard._private.protocols import RunInternals
 
 RETRY_EVERY = 1.0  # seconds between the helper thread's tries
 
@@ -39,18 +39,18 @@ class Owing(Protocol):
     keys: list[str]
     ttl_ms: int
 
-    def write_back(self, run: Run) -> bool: ...
+    def write_back(self, run: RunInternals) -> bool: ...
     def owed_summary(self) -> dict[str, Any]: ...
 
 
 # Runs that owe a write-back: (store, run, the monotonic time after which it is given up).
-_owing: list[tuple[Owing, Run, float]] = []
+_owing: list[tuple[Owing, RunInternals, float]] = []
 _lock = new_lock()
 _worker: threading.Thread | None = None
 _wake = threading.Event()  # set when a run is kept: the helper thread tries at once
 
 
-def keep(store: Owing, run: Run) -> None:
+def keep(store: Owing, run: RunInternals) -> None:
     """Hold ``run`` until what its store owes is written (or given up); logs what waits."""
     global _worker
     emit("warning", "fuzeguard.store_backlog_pending", run_id=run.id, run_name=run.name,
@@ -96,7 +96,7 @@ def _retry_forever() -> None:
             _try(entry, give_up=time.monotonic() > entry[2])
 
 
-def _try(entry: tuple[Owing, Run, float], give_up: bool) -> None:
+def _try(entry: tuple[Owing, RunInternals, float], give_up: bool) -> None:
     store, run = entry[0], entry[1]
     try:
         done = store.write_back(run)

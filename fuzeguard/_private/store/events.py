@@ -25,7 +25,7 @@ from fuzeguard._private.meaning.records import IN_FLIGHT, Call, CallRecord, Deci
 from fuzeguard._private.store import codec
 
 if TYPE_CHECKING:
-    from fuzeguard._private.runs.run import Run
+    from fuzeguard._private.protocols import RunInternals
 
 
 def local_start(wall: float) -> float:
@@ -33,7 +33,7 @@ def local_start(wall: float) -> float:
     return time.monotonic() - (time.time() - wall)
 
 
-def wall_of(run: Run) -> float:
+def wall_of(run: RunInternals) -> float:
     """The run's start (``run._start``, monotonic) as seconds since the epoch."""
     return time.time() - (time.monotonic() - run._start)
 
@@ -50,7 +50,7 @@ def decided(
     return event
 
 
-def count(run: Run, call: Call, decision: Decision, event: dict[str, Any]) -> None:
+def count(run: RunInternals, call: Call, decision: Decision, event: dict[str, Any]) -> None:
     """Book a decision (``run._count``). A shared run's clock (``max_duration``) starts at its
     first call, in whichever process, and again at the first call after a reset."""
     first = run._attempts == 0
@@ -111,7 +111,7 @@ def simple(kind: str, worker: str, number: int, **fields: Any) -> dict[str, Any]
 Encoded = dict[int, tuple[CallRecord, list[Any]]]
 
 
-def apply(run: Run, event: dict[str, Any], encoded: Encoded | None = None) -> None:
+def apply(run: RunInternals, event: dict[str, Any], encoded: Encoded | None = None) -> None:
     """Book one event into ``run``'s state. Called with the run's lock held."""
     kind = event["k"]
     if kind == "d":
@@ -213,7 +213,7 @@ class Tally:
                             "reset": self.reset is not None, "t": self.reset or 0.0})
 
 
-def merge(run: Run, event: dict[str, Any]) -> None:
+def merge(run: RunInternals, event: dict[str, Any]) -> None:
     """Book what one process did while the store was out of its reach (an ``o`` event: the
     part of its sums not booked before, its latest records and the kill it knew of)."""
     if event.get("reset"):
@@ -244,7 +244,7 @@ def merge(run: Run, event: dict[str, Any]) -> None:
         run._killed = detection
 
 
-def snapshot(run: Run, encoded: Encoded | None = None) -> str:
+def snapshot(run: RunInternals, encoded: Encoded | None = None) -> str:
     """The whole state of ``run`` (its lock held) as text. ``encoded``: records already encoded,
     kept to those still in the history."""
     history = []
@@ -292,7 +292,7 @@ def _encodable(value: Any) -> bool:
     return True
 
 
-def restore(run: Run, text: str) -> None:
+def restore(run: RunInternals, text: str) -> None:
     """Make ``run``'s state (its lock held) the one ``snapshot`` wrote."""
     state = json.loads(text)
     run._capacity = max(run._capacity, state["capacity"])

@@ -22,7 +22,7 @@ from fuzeguard._private.store.replica import Changed, Outage, Replica
 from fuzeguard._private.store.scripts import APPEND
 
 if TYPE_CHECKING:
-    from fuzeguard._private.runs.run import Run
+    from fuzeguard._private.protocols import RunInternals
 
 MAX_QUEUED = 32  # completions that wait for the next commit before they are sent on their own
 RETRY_FIRST = 0.05  # seconds before the first new attempt to reach a store that failed...
@@ -32,7 +32,7 @@ RETRY_AFTER = 1.0  # ... doubling up to this
 class Outages(Replica):
     """A shared run's copy that goes on when Redis cannot be reached (see the module docstring)."""
 
-    def __init__(self, run: Run, url: str, parent: Run | str | None) -> None:
+    def __init__(self, run: RunInternals, url: str, parent: RunInternals | str | None) -> None:
         super().__init__(run, url, parent)
         self.retry_at = 0.0
         self.backoff = RETRY_FIRST
@@ -41,7 +41,7 @@ class Outages(Replica):
         self.local_calls = 0
         self.fail_closed = False
 
-    def _reachable(self, run: Run) -> Steps[bool]:
+    def _reachable(self, run: RunInternals) -> Steps[bool]:
         """False while Redis is out and not yet due for another try (run lock held)."""
         if self.outage is None:
             if self.seq < 0:
@@ -69,7 +69,7 @@ class Outages(Replica):
             return False
         return True
 
-    def _down(self, run: Run, exc: BaseException) -> None:
+    def _down(self, run: RunInternals, exc: BaseException) -> None:
         self.errors += 1
         if self.outage is None:
             self.outages += 1
@@ -84,7 +84,7 @@ class Outages(Replica):
             )
         self.retry_at = time.monotonic() + self.backoff
 
-    def _recover(self, run: Run) -> Steps[None]:
+    def _recover(self, run: RunInternals) -> Steps[None]:
         outage = self.outage
         assert outage is not None
         # Decides what was in doubt and brings the copy up to the log; a copy rebuilt from a
@@ -97,13 +97,13 @@ class Outages(Replica):
         emit("info", "fuzeguard.store_recovered", run_id=run.id, run_name=run.name,
              store=masked_url(self.url), calls=tally.calls)
 
-    def _refuse(self, run: Run) -> None:
+    def _refuse(self, run: RunInternals) -> None:
         raise StoreUnavailable(
             f"the store of run {run.name} cannot be reached and fail_closed is on, so the call "
             "was not made"
         )
 
-    def _keep(self, run: Run, event: dict[str, Any], cost: float, send: bool) -> None:
+    def _keep(self, run: RunInternals, event: dict[str, Any], cost: float, send: bool) -> None:
         """An event of this process booked in the copy: kept to be written (run lock held)."""
         self.own.fold(event)
         if self.outage is not None:
@@ -117,7 +117,7 @@ class Outages(Replica):
             else:
                 self._drive(self._flush(run))
 
-    def _flush(self, run: Run) -> Steps[None]:
+    def _flush(self, run: RunInternals) -> Steps[None]:
         """Write what waits to be written (run lock held)."""
         self.urgent = False
         if not self.queue and self.outage is None:

@@ -16,7 +16,7 @@ from fuzeguard._private.runs.runstate import _REFUSED
 
 if TYPE_CHECKING:
     from fuzeguard._private.judging.plan import Plan
-    from fuzeguard._private.runs.run import Run
+    from fuzeguard._private.protocols import RunInternals
 
 
 def parent_limit(
@@ -47,18 +47,18 @@ class ParentStore:
 
     asks: ClassVar[bool] = False  # judged under the locks of every run above: no one is asked
 
-    def __init__(self, parent: Run) -> None:
-        self.ancestors: list[Run] = []
-        run: Run | None = parent
+    def __init__(self, parent: RunInternals) -> None:
+        self.ancestors: list[RunInternals] = []
+        run: RunInternals | None = parent
         while run is not None:
             self.ancestors.append(run)
             store = run._store
             run = store.ancestors[0] if isinstance(store, ParentStore) else None
 
-    def open(self, run: Run) -> None:
+    def open(self, run: RunInternals) -> None:
         pass
 
-    def _over(self, run: Run, call: Call) -> Detection | None:
+    def _over(self, run: RunInternals, call: Call) -> Detection | None:
         for parent in self.ancestors:
             values = parent.config.settings_for(None)
             name = parent.name or parent.id
@@ -70,7 +70,7 @@ class ParentStore:
         return None
 
     def decide(
-        self, run: Run, plan: Plan, args_fp: bytes, arguments: Any, kind: str | None = None
+        self, run: RunInternals, plan: Plan, args_fp: bytes, arguments: Any, kind: str | None = None
     ) -> tuple[Call, Decision]:
         with ExitStack() as locks:  # the run's lock, then its parent's, and so on up
             locks.enter_context(run._lock)
@@ -78,7 +78,7 @@ class ParentStore:
                 locks.enter_context(parent._lock)
             call, decision = run._judge(plan, args_fp, arguments, kind)
             if decision is _REFUSED:
-                return call, decision  # a failing layer under fail_closed: Run._decided refuses
+                return call, decision  # a failing layer under fail_closed: RunInternals._decided refuses
             if decision.action in ("call", "warn"):
                 over = self._over(run, call)
                 if over is not None:
@@ -90,33 +90,33 @@ class ParentStore:
             return call, decision
 
     async def adecide(
-        self, run: Run, plan: Plan, args_fp: bytes, arguments: Any, kind: str | None = None
+        self, run: RunInternals, plan: Plan, args_fp: bytes, arguments: Any, kind: str | None = None
     ) -> tuple[Call, Decision]:
         return self.decide(run, plan, args_fp, arguments, kind)  # no round trip to await
 
-    async def aflush(self, run: Run, everything: bool = False) -> None:
+    async def aflush(self, run: RunInternals, everything: bool = False) -> None:
         pass
 
-    async def aopen(self, run: Run) -> None:
+    async def aopen(self, run: RunInternals) -> None:
         pass
 
-    def flag(self, run: Run, plan: Plan, call: Call, detection: Detection) -> Decision:
+    def flag(self, run: RunInternals, plan: Plan, call: Call, detection: Detection) -> Decision:
         with run._lock:
             decision = run._judge_flag(plan, call, detection)
             run._count_flag(decision)
             return decision
 
-    def complete(self, run: Run, record: CallRecord, plan: Plan, call: Call) -> None:
+    def complete(self, run: RunInternals, record: CallRecord, plan: Plan, call: Call) -> None:
         with run._lock:
             run._book(record)
         if record.cost:
             self._spend(record.cost)
 
-    def discard(self, run: Run, index: int) -> None:
+    def discard(self, run: RunInternals, index: int) -> None:
         with run._lock:
             run._drop(index)
 
-    def add_cost(self, run: Run, amount: float) -> None:
+    def add_cost(self, run: RunInternals, amount: float) -> None:
         with run._lock:
             run._cost += amount
         self._spend(amount)
@@ -126,25 +126,25 @@ class ParentStore:
             with parent._lock:
                 parent._spent(amount)
 
-    def end_turn(self, run: Run) -> None:
+    def end_turn(self, run: RunInternals) -> None:
         with run._lock:
             run._end_turn()
 
-    def reset(self, run: Run) -> None:
+    def reset(self, run: RunInternals) -> None:
         with run._lock:
             run._reset()
 
-    def refresh(self, run: Run) -> None:
+    def refresh(self, run: RunInternals) -> None:
         pass
 
     def stats(self) -> dict[str, int]:
         return {}
 
-    def close(self, run: Run) -> None:
+    def close(self, run: RunInternals) -> None:
         pass
 
-    def end(self, run: Run) -> None:
+    def end(self, run: RunInternals) -> None:
         pass
 
-    def annotate(self, run: Run, line: dict[str, Any]) -> None:
+    def annotate(self, run: RunInternals, line: dict[str, Any]) -> None:
         pass

@@ -74,7 +74,7 @@ from fuzeguard._private.store.scripts import (
 
 if TYPE_CHECKING:
     from fuzeguard._private.judging.plan import Plan
-    from fuzeguard._private.runs.run import Run
+    from fuzeguard._private.protocols import RunInternals
 
 MAX_CONFLICTS = 1000  # commits lost to other processes before a call is judged locally
 
@@ -84,24 +84,24 @@ class RedisStore(Outages):
 
     asks: ClassVar[bool] = True  # ``_decide`` asks, waiting off the event loop in ``_adrive``
 
-    def open(self, run: Run) -> None:
+    def open(self, run: RunInternals) -> None:
         backlog.settle(self.keys)
         with run._lock:
             self._drive(self._reachable(run))
 
-    async def aopen(self, run: Run) -> None:
+    async def aopen(self, run: RunInternals) -> None:
         if backlog.owed(self.keys):
             await asyncio.to_thread(backlog.settle, self.keys)
         await self._adrive(run, self._reachable(run))
 
     def decide(
-        self, run: Run, plan: Plan, args_fp: bytes, arguments: Any, kind: str | None = None
+        self, run: RunInternals, plan: Plan, args_fp: bytes, arguments: Any, kind: str | None = None
     ) -> tuple[Call, Decision]:
         with run._lock:
             return self._drive(self._decide(run, plan, args_fp, arguments, kind))
 
     async def adecide(
-        self, run: Run, plan: Plan, args_fp: bytes, arguments: Any, kind: str | None = None
+        self, run: RunInternals, plan: Plan, args_fp: bytes, arguments: Any, kind: str | None = None
     ) -> tuple[Call, Decision]:
         """``decide`` for a coroutine: its round trips are awaited on the asyncio client. This
         process's decisions in one event loop are made one at a time (each on the state the
@@ -113,7 +113,7 @@ class RedisStore(Outages):
         lock: asyncio.Lock = per_loop(self._locks, asyncio.Lock)
         return lock
 
-    async def aflush(self, run: Run, everything: bool = False) -> None:
+    async def aflush(self, run: RunInternals, everything: bool = False) -> None:
         """Write what waits to be sent at once (a completion with a cost or an error), awaited;
         ``everything``: all that waits, and one more try during an outage (the run is left)."""
         if everything and (self.queue or self.outage is not None):
@@ -124,7 +124,7 @@ class RedisStore(Outages):
                 await self._adrive(run, self._flush(run))
 
     def _decide(
-        self, run: Run, plan: Plan, args_fp: bytes, arguments: Any, kind: str | None
+        self, run: RunInternals, plan: Plan, args_fp: bytes, arguments: Any, kind: str | None
     ) -> Steps[tuple[Call, Decision]]:
         """Judge a call on the copy and commit it: ``EXACT`` first, so that a process that did
         not lose judges on the state every earlier decision left; ``RELAXED`` once it lost (the
@@ -178,7 +178,7 @@ class RedisStore(Outages):
             conflicts += 1
 
     def _locally(
-        self, run: Run, call: Call, decision: Decision, event: dict[str, Any],
+        self, run: RunInternals, call: Call, decision: Decision, event: dict[str, Any],
         exc: BaseException | None,
     ) -> tuple[Call, Decision]:
         if exc is not None:
@@ -195,20 +195,20 @@ class RedisStore(Outages):
         events.count(run, call, decision, event)
         return call, decision
 
-    def _write(self, run: Run, event: dict[str, Any], cost: float = 0.0) -> None:
+    def _write(self, run: RunInternals, event: dict[str, Any], cost: float = 0.0) -> None:
         """Book and write at once a change that needs no judgement (run lock held)."""
         self._drive(self._reachable(run))  # first: it may bring the copy up to date
         events.apply(run, event)
         self._keep(run, event, cost, send=True)
 
-    def flag(self, run: Run, plan: Plan, call: Call, detection: Detection) -> Decision:
+    def flag(self, run: RunInternals, plan: Plan, call: Call, detection: Detection) -> Decision:
         with run._lock:
             decision = run._judge_flag(plan, call, detection)
             if decision.detections:
                 self._write(run, events.flagged(self.worker, self._next(), decision))
             return decision
 
-    def complete(self, run: Run, record: CallRecord, plan: Plan, call: Call) -> None:
+    def complete(self, run: RunInternals, record: CallRecord, plan: Plan, call: Call) -> None:
         if record.features:
             record = _redacted(record, plan, call)
         if record.cost is not None and not math.isfinite(record.cost):
@@ -230,23 +230,23 @@ class RedisStore(Outages):
             self._keep(run, event, record.cost or 0.0,
                        send=bool(record.cost) or record.error is not None)
 
-    def discard(self, run: Run, index: int) -> None:
+    def discard(self, run: RunInternals, index: int) -> None:
         event = events.simple("x", self.worker, self._next(), i=index)
         with run._lock:
             run._drop(index)
             self._keep(run, event, 0.0, send=True)
 
-    def add_cost(self, run: Run, amount: float) -> None:
+    def add_cost(self, run: RunInternals, amount: float) -> None:
         if not math.isfinite(amount):
             raise TypeError(f"add_cost() takes a finite number, got {amount!r}")
         with run._lock:
             self._write(run, events.simple("a", self.worker, self._next(), v=amount), amount)
 
-    def end_turn(self, run: Run) -> None:
+    def end_turn(self, run: RunInternals) -> None:
         with run._lock:
             self._write(run, events.simple("e", self.worker, self._next()))
 
-    def reset(self, run: Run) -> None:
+    def reset(self, run: RunInternals) -> None:
         limit = run.config.settings_for(None)["max_resets"]
         with run._lock:
             for _ in range(MAX_CONFLICTS):
@@ -275,7 +275,7 @@ class RedisStore(Outages):
             self.own.fold(event)
             events.apply(run, event)
 
-    def refresh(self, run: Run) -> None:
+    def refresh(self, run: RunInternals) -> None:
         with run._lock:
             if self.outage is None and self.seq >= 0:
                 try:
@@ -293,7 +293,7 @@ class RedisStore(Outages):
         return {"store_errors": self.errors, "store_outages": self.outages,
                 "locally_judged": self.local_calls}
 
-    def annotate(self, run: Run, line: dict[str, Any]) -> None:
+    def annotate(self, run: RunInternals, line: dict[str, Any]) -> None:
         """Traces of a shared run name the process (``worker``) and give each line's moment as
         seconds since the epoch (``at``): ``fuze replay --merge`` orders every process's lines by
         it, across resets, which restart ``ts``."""
@@ -302,13 +302,13 @@ class RedisStore(Outages):
         if isinstance(ts, float):
             line["at"] = events.wall_of(run) + ts
 
-    def close(self, run: Run) -> None:
+    def close(self, run: RunInternals) -> None:
         """Write what waits to be written (during an outage: one more try, whenever the last
         was); the run stays in Redis for the other processes."""
         if not self.write_back(run):
             backlog.keep(self, run)
 
-    def write_back(self, run: Run) -> bool:
+    def write_back(self, run: RunInternals) -> bool:
         """One more try (now, whenever the last was) at writing what waits to be written; True
         once nothing this process did is owed to the store."""
         with run._lock:
@@ -323,7 +323,7 @@ class RedisStore(Outages):
         return {"calls": tally.calls, "cost": tally.cost, "killed": tally.kill is not None,
                 "in_doubt": len(self.doubt)}
 
-    def end(self, run: Run) -> None:
+    def end(self, run: RunInternals) -> None:
         """Delete the run from Redis for good; this copy starts afresh if used again."""
         with run._lock:
             self._drive(self._flush(run))

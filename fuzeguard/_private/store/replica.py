@@ -38,7 +38,7 @@ from fuzeguard._private.store.scripts import (
 )
 
 if TYPE_CHECKING:
-    from fuzeguard._private.runs.run import Run
+    from fuzeguard._private.protocols import RunInternals
 
 SNAPSHOT_EVERY = 64
 MAX_EVENTS = 4096  # events kept however far behind the last snapshot is
@@ -76,8 +76,8 @@ os.register_at_fork(after_in_child=_fork_replicas)
 class Replica:
     """A shared run's copy in this process and its round trips (see the module docstring)."""
 
-    def __init__(self, run: Run, url: str, parent: Run | str | None) -> None:
-        from fuzeguard._private.runs.run import Run as RunClass
+    def __init__(self, run: RunInternals, url: str, parent: RunInternals | str | None) -> None:
+        from fuzeguard._private.runs.runstate import RunState as RunClass
 
         if not run.name:
             raise TypeError(
@@ -166,7 +166,7 @@ class Replica:
                 exchange.error = exc
         return exchange.result
 
-    async def _adrive(self, run: Run, steps: Steps[T]) -> T:
+    async def _adrive(self, run: RunInternals, steps: Steps[T]) -> T:
         """Run ``steps`` with the asyncio client: the run's lock is held while they judge and
         book, and released while a round trip is awaited."""
         exchange = Exchange(steps, run._lock)
@@ -189,7 +189,7 @@ class Replica:
         the run's key."""
         return keyed(fp, self.fp_key)
 
-    def _load(self, run: Run) -> Steps[bool]:
+    def _load(self, run: RunInternals) -> Steps[bool]:
         """Bring the copy up to the log (run lock held): creates the run on first use, reloads
         it from a new epoch, starts afresh after ``end()``. True when the copy was rebuilt from
         the snapshot: it no longer holds what this process did during an outage."""
@@ -248,7 +248,7 @@ class Replica:
         yield from self._owe(run)
         return True
 
-    def _owe(self, run: Run) -> Steps[None]:
+    def _owe(self, run: RunInternals) -> Steps[None]:
         """Write back what this process did since the run's last reset, owed to a run that Redis
         lost and started again; owed until written."""
         if self.owed is not None:
@@ -257,7 +257,7 @@ class Replica:
             self.owed = None
 
     def _rebuild(
-        self, run: Run, snap: bytes | None, fromsnap: Any, calls: Any, cost: Any,
+        self, run: RunInternals, snap: bytes | None, fromsnap: Any, calls: Any, cost: Any,
         start: float | None = None,
     ) -> None:
         self.snap = None  # of the copy before
@@ -279,7 +279,7 @@ class Replica:
         run._calls = int(calls or 0)
         run._cost = float(cost or 0.0)
 
-    def _apply(self, run: Run, raw_events: bytes, skip_own: bool) -> int:
+    def _apply(self, run: RunInternals, raw_events: bytes, skip_own: bool) -> int:
         """Book events from the log (a JSON array, as the scripts return them); ``skip_own``: not
         this process's own, already booked. Returns how many the log held."""
         found: list[dict[str, Any]] = json.loads(raw_events)
@@ -293,7 +293,7 @@ class Replica:
         return len(found)
 
     def _commit(
-        self, run: Run, extra: list[dict[str, Any]], mode: str, calls: int = 0,
+        self, run: RunInternals, extra: list[dict[str, Any]], mode: str, calls: int = 0,
         cost: float = 0.0, retry: bool = True,
     ) -> Steps[list[Any]]:
         """One round trip: append the queued events and ``extra`` (with their budget counts) as
@@ -342,7 +342,7 @@ class Replica:
             self._snapshot_due(run, seq, len(extra), len(sent))
         return reply
 
-    def _snapshot_due(self, run: Run, seq: int, extra: int, written: int) -> None:
+    def _snapshot_due(self, run: RunInternals, seq: int, extra: int, written: int) -> None:
         """After a commit of ``written`` events that brought the log to ``seq`` and left the copy
         exactly as the log is before the last ``extra`` of them (not booked yet), no event of this
         process booked ahead of the others' it just applied: make the snapshot of the log there
@@ -357,7 +357,7 @@ class Replica:
             self.snap = (at, events.snapshot(run, self.encoded))
 
     def _merge(
-        self, run: Run, tally: events.Tally, number: str, kill: list[Any] | None, mine: bool
+        self, run: RunInternals, tally: events.Tally, number: str, kill: list[Any] | None, mine: bool
     ) -> Steps[None]:
         """Write ``tally`` back under ``number`` (one round trip, idempotent). ``mine``: the copy
         lacks it (rebuilt meanwhile), so the written event is booked here too."""
@@ -378,7 +378,7 @@ class Replica:
             yield from self._load(run)
 
 
-def _asked(run: Run, question: list[Any]) -> str:
+def _asked(run: RunInternals, question: list[Any]) -> str:
     """The answer of ``run``'s ``ask`` callback to ``question`` (its call and decision), asked
     with the run's lock released: the callback may read the run, and other threads go on."""
     lock = run._lock

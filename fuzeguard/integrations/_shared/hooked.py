@@ -21,7 +21,8 @@ from typing import Any
 
 from fuzeguard._private.meaning.records import Detection
 from fuzeguard._private.runs.forksafe import new_lock
-from fuzeguard._private.runs.run import Run, current_run, make_current, restore_current
+from fuzeguard._private.runs.implicit import current_run
+from fuzeguard._private.runs.run import Run, make_current, restore_current
 from fuzeguard.integrations._shared.calls import Outcome, ToolCalls
 from fuzeguard.integrations._shared.runs import _opened, new_run, user_run, within
 

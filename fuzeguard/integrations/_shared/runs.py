@@ -35,7 +35,8 @@ from contextlib import contextmanager
 from typing import Any
 
 from fuzeguard._private.runs.forksafe import new_lock
-from fuzeguard._private.runs.run import ImplicitRun, Run, _current, make_current, restore_current
+from fuzeguard._private.runs.implicit import ImplicitRun
+from fuzeguard._private.runs.run import Run, _current, make_current, restore_current
 
 MAX_KEYED_RUNS = 1024  # runs kept by KeyedRuns for the most recently used keys
 
