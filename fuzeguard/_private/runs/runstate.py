@@ -294,7 +294,7 @@ class RunState:
         layers = plan.layers
         quiet = plan.quiet
         if quiet is not None and quiet.settles(
-            self._history, self._by_args, self._calls_by_fn, self._errors, call
+            self._history, self.same_args, self._calls_by_fn, self._errors, call
         ):
             layers = quiet.others  # the default layers would each let the call go ahead
         if not layers:
