@@ -4,9 +4,10 @@ Most calls an agent makes are unremarkable. Each layer of the default stack (``i
 ``dedup``, ``cycle``, ``progress``) has a cheap exit that settles such a call with a look or two at
 the run; ``Quiet`` makes those same looks once, in one function (asking cycle's own ``lets_go``
 where a look of its own does not settle cycle), for a plan whose stack holds those four built-in
-layers (whatever their settings). When it answers True, each of the four would have
-answered None on its own; when it answers False, nothing is concluded and the layers judge the call
-as usual. Any other layer of the stack is asked either way. ``tests/meaning/test_cheap_exits.py`` compares
+layers (whatever their settings). It answers with the layers still to ask: none of the four when
+each would have answered None on its own, progress alone of them when the other three would (its
+full judgement is then made once, by the layer), and the whole stack when nothing is concluded. Any
+other layer of the stack is asked either way. ``tests/meaning/test_cheap_exits.py`` compares
 its answers with the layers' own on random runs.
 """
 
@@ -38,33 +39,36 @@ class Quiet:
     cycle: Cycle  # its own cheap exit, for the calls the looks here do not settle
     window: int  # progress: the calls before the latest its cheap exit compares it with, halved
     others: tuple[Layer, ...]  # the layers still asked about every call
+    # Progress and the others, in the stack's order: asked when all but progress settle a call.
+    unsure: tuple[Layer, ...]
 
-    def settles(
+    def left(
         self,
         history: Sequence[CallRecord],
         same_args: Callable[[bytes], Sequence[CallRecord]],
         calls_by_fn: Mapping[str, int],
         errors: int,
         call: Call,
-    ) -> bool:
-        """True when every one of the four layers would settle ``call`` by its cheap exit, given
-        the run's history, argument index (``RunView.same_args``), calls per function and
-        failures."""
+    ) -> tuple[Layer, ...] | None:
+        """The layers of the stack still to ask about ``call``, given the run's history, argument
+        index (``RunView.same_args``), calls per function and failures: ``others`` when every one
+        of the four layers would settle it by its cheap exit, ``unsure`` when all but progress
+        would, None when that is not known of another (the whole stack is asked)."""
         fn = call.fn
         # iterations: the function is under its cap. dedup: arguments new to the history, in a
         # run with few failures.
         if calls_by_fn.get(fn, 0) >= self.cap or errors >= self.errors or same_args(call.args_fp):
-            return False
+            return None
         n = len(history)
-        if n < 2:
-            return n + 1 < self.laps  # progress has nothing to judge; cycle: too short a run
+        if n < 2:  # progress has nothing to judge; cycle: too short a run
+            return self.others if n + 1 < self.laps else None
         # progress: the latest call was work of an acknowledging kind with arguments new to the
         # history that did not fail, or its outcome is no evidence (a poll, an unknown result);
         # else (an answer to a read or a search) its own cheap exit, ``_news``, after cycle's.
         latest = history[n - 1]
         kind = latest.kind
         if kind in TRANSPARENT:
-            return False
+            return None
         acknowledged = (
             (latest.error is None and kind in ACKNOWLEDGING
              and len(same_args(latest.args_fp)) == 1)
@@ -76,8 +80,10 @@ class Quiet:
         if n + 1 >= self.laps and not (
             latest.fn == fn and self._streak(history, n, fn)
         ) and not self.cycle.lets_go(history, call, same_args):
-            return False
-        return acknowledged or _news(latest, islice(reversed(history), 1, 2 * self.window + 1))
+            return None
+        if acknowledged or _news(latest, islice(reversed(history), 1, 2 * self.window + 1)):
+            return self.others
+        return self.unsure
 
     def _streak(self, history: Sequence[CallRecord], n: int, fn: str) -> bool:
         """Whether the calls before the latest, as far back as the longest cycle, are all of
@@ -107,4 +113,6 @@ def quiet_check(layers: Sequence[Layer]) -> Quiet | None:
         cycle=cycle,
         window=progress.progress_window,
         others=tuple(layer for layer in layers if type(layer) not in _SETTLED),
+        unsure=tuple(layer for layer in layers
+                     if type(layer) is Progress or type(layer) not in _SETTLED),
     )
