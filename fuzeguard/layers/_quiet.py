@@ -2,7 +2,7 @@
 
 Most calls an agent makes are unremarkable. Each layer of the default stack (``iterations``,
 ``dedup``, ``cycle``, ``progress``) has a cheap exit that settles such a call with a look or two at
-the run; ``Quiet`` makes those same looks once, in one function (asking cycle's own ``lets_go``
+the run; ``Quiet`` makes those same looks once, in one function (asking cycle's own ``_lets_go``
 where a look of its own does not settle cycle), for a plan whose stack holds those four built-in
 layers (whatever their settings). It answers with the layers still to ask: none of the four when
 each would have answered None on its own, progress alone of them when the other three would (its
@@ -79,7 +79,7 @@ class Quiet:
         # else cycle's own cheap exit (a rotation of several functions).
         if n + 1 >= self.laps and not (
             latest.fn == fn and self._streak(history, n, fn)
-        ) and not self.cycle.lets_go(history, call, same_args):
+        ) and not self.cycle._lets_go(history, call, same_args):
             return None
         if acknowledged or _news(latest, islice(reversed(history), 1, 2 * self.window + 1)):
             return self.others

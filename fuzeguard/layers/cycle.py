@@ -90,11 +90,11 @@ class Cycle(LayerSettings):
 
     def check(self, run: RunView, call: Call) -> Detection | None:
         history = run.history
-        if self.lets_go(history, call, run.same_args):
+        if self._lets_go(history, call, run.same_args):
             return None
         return self._scan(history, call)
 
-    def lets_go(
+    def _lets_go(
         self, history: Sequence[CallRecord], call: Call,
         same_args: Callable[[bytes], Sequence[CallRecord]],
     ) -> bool:
