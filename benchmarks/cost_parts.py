@@ -137,13 +137,13 @@ def _stages(tool: Callable[..., Any], qs: list[str]) -> dict[str, Callable[[], N
     quiet = plan.quiet
     if quiet is not None:  # as the call does: the four default layers' cheap exits in one look
         assert all(
-            quiet.left(run._history, run.same_args, run._calls_by_fn, run._errors, c)
+            quiet.left(run._history, run._by_args, run._calls_by_fn, run._errors, c)
             == quiet.others for c in calls
         ), "each call is settled by the combined cheap exit"
 
         def settled() -> None:
             for call in calls:
-                left = quiet.left(run._history, run.same_args, run._calls_by_fn, run._errors, call)
+                left = quiet.left(run._history, run._by_args, run._calls_by_fn, run._errors, call)
                 for layer in left or ():
                     layer.check(run, call)
 
@@ -208,7 +208,7 @@ def measure(quick: bool) -> tuple[list[Row], dict[str, float]]:
                     with lock:
                         call = new_call(plan.name, run._attempts + 1, fp, arguments, plan.kind)
                         left = None if quiet is None else quiet.left(
-                            run._history, run.same_args, run._calls_by_fn, run._errors, call)
+                            run._history, run._by_args, run._calls_by_fn, run._errors, call)
                         for layer in layers if left is None else left:
                             layer.check(run, call)
                         decision = new_decision("call", call.index)

@@ -13,7 +13,7 @@ its answers with the layers' own on random runs.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from itertools import islice
 
@@ -45,19 +45,19 @@ class Quiet:
     def left(
         self,
         history: Sequence[CallRecord],
-        same_args: Callable[[bytes], Sequence[CallRecord]],
+        by_args: Mapping[bytes, Sequence[CallRecord]],
         calls_by_fn: Mapping[str, int],
         errors: int,
         call: Call,
     ) -> tuple[Layer, ...] | None:
         """The layers of the stack still to ask about ``call``, given the run's history, argument
-        index (``RunView.same_args``), calls per function and failures: ``others`` when every one
+        index, calls per function and failures: ``others`` when every one
         of the four layers would settle it by its cheap exit, ``unsure`` when all but progress
         would, None when that is not known of another (the whole stack is asked)."""
         fn = call.fn
         # iterations: the function is under its cap. dedup: arguments new to the history, in a
         # run with few failures.
-        if calls_by_fn.get(fn, 0) >= self.cap or errors >= self.errors or same_args(call.args_fp):
+        if calls_by_fn.get(fn, 0) >= self.cap or errors >= self.errors or by_args.get(call.args_fp):
             return None
         n = len(history)
         if n < 2:  # progress has nothing to judge; cycle: too short a run
@@ -71,28 +71,25 @@ class Quiet:
             return None
         acknowledged = (
             (latest.error is None and kind in ACKNOWLEDGING
-             and len(same_args(latest.args_fp)) == 1)
+             and len(by_args.get(latest.args_fp, ())) == 1)
             or kind == "poll" or latest.result_fp is None
         )
         # cycle: too short a run for any lap count, or a streak of this one function whose
         # pending call has new arguments (a lap of it alone cannot repeat the pending call), or
         # else cycle's own cheap exit (a rotation of several functions).
-        if n + 1 >= self.laps and not (
-            latest.fn == fn and self._streak(history, n, fn)
-        ) and not self.cycle._lets_go(history, call, same_args):
-            return None
+        if n + 1 >= self.laps:
+            streak = latest.fn == fn
+            if streak:
+                high = self.longest if self.longest < n - 1 else n - 1
+                for k in range(1, high - 1):  # a plain loop: no generator per call
+                    if history[n - 1 - k].fn != fn:
+                        streak = False
+                        break
+            if not streak and not self.cycle._lets_go(history, call, by_args.get):
+                return None
         if acknowledged or _news(latest, islice(reversed(history), 1, 2 * self.window + 1)):
             return self.others
         return self.unsure
-
-    def _streak(self, history: Sequence[CallRecord], n: int, fn: str) -> bool:
-        """Whether the calls before the latest, as far back as the longest cycle, are all of
-        ``fn``."""
-        high = self.longest if self.longest < n - 1 else n - 1
-        for k in range(1, high - 1):  # noqa: SIM110 - a plain loop: no generator per call
-            if history[n - 1 - k].fn != fn:
-                return False
-        return True
 
 
 def quiet_check(layers: Sequence[Layer]) -> Quiet | None:

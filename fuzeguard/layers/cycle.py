@@ -96,10 +96,11 @@ class Cycle(LayerSettings):
 
     def _lets_go(
         self, history: Sequence[CallRecord], call: Call,
-        same_args: Callable[[bytes], Sequence[CallRecord]],
+        seen: Callable[[bytes], object],
     ) -> bool:
         """``check``'s cheap exit: True when no cycle can end at ``call`` (``check`` answers
-        None without the scan), False when unsure. ``same_args`` is ``RunView.same_args``."""
+        None without the scan), False when unsure. ``seen(args_fp)`` is true when a call of the
+        history had those arguments (``RunView.same_args``)."""
         n = len(history)
         # The fewest laps any detection needs: a cycle that waits is warned at lap 10 whatever
         # the ordinary early warning is.
@@ -119,7 +120,7 @@ class Cycle(LayerSettings):
         high = self.cycle_max_length
         if high > n - 1:
             high = n - 1
-        if last.fn == fn and not same_args(call.args_fp):
+        if last.fn == fn and not seen(call.args_fp):
             # Arguments no call in the history had: a lap of ``fn`` alone cannot repeat the
             # pending call, so only laps holding another name are left, and a lap of length L
             # holds the L - 1 calls before the pending one. (When the last call is of another

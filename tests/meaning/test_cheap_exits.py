@@ -497,7 +497,7 @@ class _QuietBothWays:
     def check(self, run: RunView, call: Call) -> None:
         state: Any = run
         assert self.quiet is not None
-        left = self.quiet.left(state._history, state.same_args, state._calls_by_fn,
+        left = self.quiet.left(state._history, state._by_args, state._calls_by_fn,
                                state._errors, call)
         self.answers.append((left, [layer.check(run, call) for layer in self.stack]))
         history = state._history

@@ -295,7 +295,7 @@ class RunState:
         quiet = plan.quiet
         if quiet is not None:
             # The default layers that would let the call go ahead by their cheap exits, left out.
-            left = quiet.left(self._history, self.same_args, self._calls_by_fn, self._errors, call)
+            left = quiet.left(self._history, self._by_args, self._calls_by_fn, self._errors, call)
             if left is not None:
                 layers = left
         if not layers:
