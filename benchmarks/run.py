@@ -174,7 +174,7 @@ Profiled with cProfile on the overhead workload; each step is its own commit wit
     settle a call, only `progress` of the four is asked. The words of the arguments that a
     one-line answer may echo are found in one pass. `tests/meaning/test_cheap_exits.py` compares
     its answers with the layers' own on random runs, reads and searches taking turns among them.
-    The rotation of three read/search tools: 4.55x → 4.06x agentguard's overhead (median of 3
+    The rotation of three read/search tools: 4.46x → 3.93x agentguard's overhead (median of 3
     fresh processes each, interleaved with the code before).
 
 Single-threaded timings are CPU time of the process (`time.process_time`), which other processes
