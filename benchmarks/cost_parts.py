@@ -136,13 +136,15 @@ def _stages(tool: Callable[..., Any], qs: list[str]) -> dict[str, Callable[[], N
     stages: dict[str, Callable[[], None]] = {"binding and argument fingerprint": binding}
     quiet = plan.quiet
     if quiet is not None:  # as the call does: the four default layers' cheap exits in one look
-        assert all(quiet.settles(run._history, run._by_args, run._calls_by_fn, run._errors, c)
-                   for c in calls), "each call is settled by the combined cheap exit"
+        assert all(
+            quiet.left(run._history, run._by_args, run._calls_by_fn, run._errors, c)
+            == quiet.others for c in calls
+        ), "each call is settled by the combined cheap exit"
 
         def settled() -> None:
             for call in calls:
-                quiet.settles(run._history, run._by_args, run._calls_by_fn, run._errors, call)
-                for layer in quiet.others:
+                left = quiet.left(run._history, run._by_args, run._calls_by_fn, run._errors, call)
+                for layer in left or ():
                     layer.check(run, call)
 
         stages["check: the default layers' cheap exits in one look"] = settled
@@ -205,13 +207,10 @@ def measure(quick: bool) -> tuple[list[Row], dict[str, float]]:
                     arguments, fp = bind((q, i), {})
                     with lock:
                         call = new_call(plan.name, run._attempts + 1, fp, arguments, plan.kind)
-                        if quiet is None or not quiet.settles(run._history, run._by_args,
-                                                      run._calls_by_fn, run._errors, call):
-                            for layer in layers:
-                                layer.check(run, call)
-                        elif quiet.others:
-                            for layer in quiet.others:
-                                layer.check(run, call)
+                        left = None if quiet is None else quiet.left(
+                            run._history, run._by_args, run._calls_by_fn, run._errors, call)
+                        for layer in layers if left is None else left:
+                            layer.check(run, call)
                         decision = new_decision("call", call.index)
                         run._count(call, decision)
                     t0 = monotonic()

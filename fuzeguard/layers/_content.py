@@ -205,8 +205,8 @@ def observe(
         words = (_ASCII_WORD if result.isascii() else _WORD).findall(result)
         if not words:
             return NEUTRAL
-        if masks and not _echoes_none(arguments, words):
-            echo = echo_of(arguments)
+        if masks:
+            echo = _echo_words(arguments)
             if echo and not echo.isdisjoint(words):
                 # The plain units are paired only when read (not for an informing kind).
                 masked = _pairs([w if w not in echo else "_" for w in words])
@@ -245,19 +245,21 @@ def _error_units(error: BaseException, arguments: Mapping[str, Any]) -> frozense
     return frozenset((("!", template),))
 
 
-def _echoes_none(arguments: Mapping[str, Any], words: list[str]) -> bool:
-    """True when none of ``words`` is in ``echo_of(arguments)``, found without splitting the
-    arguments into words: a word of a string argument is a part of it, and plain numbers, booleans
-    and ``None`` hold none. False when unsure (other arguments): ``echo_of`` decides."""
-    for value in arguments.values():
-        t = type(value)
-        if t is str:
-            for word in words:
-                if word in value:
-                    return False
-        elif not (t is int or t is float or t is bool or value is None):
-            return False
-    return True
+def _echo_words(arguments: Mapping[str, Any]) -> Set[str]:
+    """``echo_of(arguments)``, as a set made without the frozenset when every argument is a
+    string, a number, a boolean or ``None`` (the common case): the words of the strings."""
+    found: set[str] = set()
+    try:
+        for value in arguments.values():
+            t = type(value)
+            if t is str:
+                value = value[:_ECHO_CHARS]
+                found.update((_ASCII_WORD if value.isascii() else _WORD).findall(value))
+            elif not (t is int or t is float or t is bool or value is None):
+                return echo_of(arguments)
+    except Exception:
+        return _NO_ECHO
+    return found
 
 
 def _masked(units: frozenset[Any], echo: frozenset[str]) -> frozenset[Any]:

@@ -10,7 +10,7 @@ arguments is not a cycle at all (that is batch work, or the ``progress`` layer's
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -90,6 +90,17 @@ class Cycle(LayerSettings):
 
     def check(self, run: RunView, call: Call) -> Detection | None:
         history = run.history
+        if self._lets_go(history, call, run.same_args):
+            return None
+        return self._scan(history, call)
+
+    def _lets_go(
+        self, history: Sequence[CallRecord], call: Call,
+        seen: Callable[[bytes], object],
+    ) -> bool:
+        """``check``'s cheap exit: True when no cycle can end at ``call`` (``check`` answers
+        None without the scan), False when unsure. ``seen(args_fp)`` is true when a call of the
+        history had those arguments (``RunView.same_args``)."""
         n = len(history)
         # The fewest laps any detection needs: a cycle that waits is warned at lap 10 whatever
         # the ordinary early warning is.
@@ -98,7 +109,7 @@ class Cycle(LayerSettings):
             fewest = WAIT_WARN_LAPS
         low = self.cycle_min_length
         if n + 1 < low * fewest:
-            return None
+            return True
         # Cheap exit for the common case: a cycle of length L needs the pending call to repeat
         # the one L back and the last completed call the one L before it, with two names in a
         # lap or the very same calls; judged by results, it also needs the last completed call's
@@ -109,7 +120,7 @@ class Cycle(LayerSettings):
         high = self.cycle_max_length
         if high > n - 1:
             high = n - 1
-        if last.fn == fn and not run.same_args(call.args_fp):
+        if last.fn == fn and not seen(call.args_fp):
             # Arguments no call in the history had: a lap of ``fn`` alone cannot repeat the
             # pending call, so only laps holding another name are left, and a lap of length L
             # holds the L - 1 calls before the pending one. (When the last call is of another
@@ -120,7 +131,7 @@ class Cycle(LayerSettings):
                         low = k + 2
                     break
             else:
-                return None
+                return True
         for length in range(low, high + 1):
             back, before = history[n - length], history[n - 1 - length]
             if back.fn != fn or before.fn != last.fn:
@@ -133,10 +144,8 @@ class Cycle(LayerSettings):
                     continue  # one name all along, with new arguments: not a cycle
             if self.result_aware and _changed(last, before):
                 continue
-            break
-        else:
-            return None
-        return self._scan(history, call)
+            return False
+        return True
 
     def _scan(self, history: Sequence[CallRecord], call: Call) -> Detection | None:
         """The full look at the tail of the run, for every cycle length (``check`` calls it when

@@ -26,7 +26,7 @@ from fuzeguard._private.meaning.kinds import KINDS
 from fuzeguard._private.meaning.outcome import mask_text, reads_as_error, skeleton
 from fuzeguard._private.meaning.records import IN_FLIGHT, Call, CallRecord, Detection
 from fuzeguard.layers import Cycle, Dedup, Iterations, Progress, Semantic
-from fuzeguard.layers._content import content_of, echo_of, observe
+from fuzeguard.layers._content import CONTENT, content_of, echo_of, observe
 from fuzeguard.layers._evidence import INFORMING
 from fuzeguard.layers._quiet import quiet_check
 from fuzeguard.layers._similarity import SKETCH_SIZE, Chant, ChantScanner, sketch, sketch_similarity
@@ -483,18 +483,26 @@ class _QuietBothWays:
 
     name = "quiet_both_ways"
     history_needed = 200
+    features = (CONTENT,)  # what progress reads of each answer, kept as its own stack keeps it
 
     def __init__(self, stack: list[Any]) -> None:
         self.stack = stack
         self.quiet = quiet_check(stack)
-        self.answers: list[tuple[bool, list[Detection | None]]] = []
+        # Per call: the layers the combined cheap exit leaves to ask, and each layer's answer.
+        self.answers: list[tuple[tuple[Any, ...] | None, list[Detection | None]]] = []
+        # Settled calls after an answer to a read or a search by another function (a rotation):
+        # settled by progress's and cycle's own cheap exits, not by the looks of ``Quiet``.
+        self.after_answers = 0
 
     def check(self, run: RunView, call: Call) -> None:
         state: Any = run
         assert self.quiet is not None
-        settled = self.quiet.settles(state._history, state._by_args, state._calls_by_fn,
-                                     state._errors, call)
-        self.answers.append((settled, [layer.check(run, call) for layer in self.stack]))
+        left = self.quiet.left(state._history, state._by_args, state._calls_by_fn,
+                               state._errors, call)
+        self.answers.append((left, [layer.check(run, call) for layer in self.stack]))
+        history = state._history
+        if left == () and history and history[-1].kind in INFORMING and history[-1].fn != call.fn:
+            self.after_answers += 1
 
 
 @pytest.mark.parametrize("options", [{}, {"max_iterations": 6, "cycle_min_length": 3},
@@ -514,11 +522,24 @@ def test_the_default_stacks_combined_cheap_exit_settles_only_calls_every_layer_l
         both, ["No results found.", "OK", "same words", "boom", "new", 7], in_flight=0.05,
         lengths=(2, 40), args=["a", "b", "new", "new", "new"], streak=0.6,
     )
-    settled = [found for quiet, found in both.answers if quiet]
-    assert len(settled) > 300 and len(settled) < len(both.answers)  # both answers are exercised
+    # Reads and searches taking turns, answering words the run already had or new ones.
+    _random_runs(
+        random.Random(9), ["search_docs", "read_page", "find_refs"], both,
+        ["No results found.", "alpha beta", "beta gamma alpha", "new", "new", "boom"],
+        in_flight=0.02, lengths=(2, 40), args=["a", "b", "c", "new", "new"], streak=0.2,
+    )
+    assert both.quiet.unsure == (both.stack[3],)
+    settled = [found for left, found in both.answers if left == ()]
+    unsure = [found for left, found in both.answers if left == both.quiet.unsure]
+    assert len(settled) > 300 and len(settled) < len(both.answers)  # all answers are exercised
+    assert len(unsure) > 100
+    assert sum(found[3] is not None for found in unsure) > 20  # where progress does fire
     assert sum(any(found) for _, found in both.answers) > 20  # and the layers do fire
+    assert both.after_answers > 50
     for found in settled:
         assert found == [None] * 4
+    for found in unsure:
+        assert found[:3] == [None] * 3
 
 
 def test_the_combined_cheap_exit_is_made_only_for_a_stack_holding_the_four_default_layers() -> None:
@@ -529,6 +550,7 @@ def test_the_combined_cheap_exit_is_made_only_for_a_stack_holding_the_four_defau
     semantic = Semantic()
     made = quiet_check([*four, semantic])
     assert made is not None and made.others == (semantic,)
+    assert made.unsure == (four[3], semantic)
 
 
 _FEATURES_SLOT = CallRecord.__dict__["features"]  # a record's features as they are held

@@ -292,10 +292,11 @@ class RunState:
             self._show_running()
         layers = plan.layers
         quiet = plan.quiet
-        if quiet is not None and quiet.settles(
-            self._history, self._by_args, self._calls_by_fn, self._errors, call
-        ):
-            layers = quiet.others  # the default layers would each let the call go ahead
+        if quiet is not None:
+            # The default layers that would let the call go ahead by their cheap exits, left out.
+            left = quiet.left(self._history, self._by_args, self._calls_by_fn, self._errors, call)
+            if left is not None:
+                layers = left
         if not layers:
             return call, new_decision("call", call.index)
         observe = plan.observe or state.mode_override == "observe"
