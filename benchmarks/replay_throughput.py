@@ -21,7 +21,7 @@ Then the real-run corpus (``benchmarks/corpora/real``: recorded runs of real cod
 tool outputs, under the default configuration):
 
 3. calls/s on one core (CPU time of the replaying process, reading and decompressing included)
-   of this checkout and of the code as it was before replay shared its plans (``--baseline``, a
+   of this checkout and of the code before the package was regrouped (``--baseline``, a
    commit of this repository, unpacked with ``git archive``), interleaved in turn, each pass a
    fresh process replaying every trace; the median of the passes, and the median of the
    pass-by-pass ratios. Both must find the same detections.
@@ -63,9 +63,11 @@ from fuzeguard._private.reports.replay import Replayer
 CONFIG = Config.from_dict({"defaults": {"max_iterations": 10**9}})
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "benchmarks" / "corpora" / "real" / "traces"
-# The code before replay shared plans across runs and masked counters in one grouped pass.
-BASELINE = "bafe2aa29b56d6b92f6c8e3db112610646890735"
-ONE_CORE_TARGET = 2.0
+# The code before the private package was regrouped by concern and the informing call made
+# cheaper (the same detections): replay must be no slower than it, within the spread of about 5%
+# between passes on a shared machine.
+BASELINE = "65d5ec03fdc5477d30f88b1c82c873b0a26ac74c"
+ONE_CORE_TARGET = 0.95
 JOBS_TARGET = 1.8
 # Where measured processes keep their compiled bytecode (``_clean_env``); removed at exit.
 PYCACHE = tempfile.mkdtemp(prefix="fuze-bench-pycache-")
@@ -75,7 +77,10 @@ atexit.register(shutil.rmtree, PYCACHE, ignore_errors=True)
 _DRIVER = """
 import sys, time
 from fuzeguard import Config
-from fuzeguard._private.reports.replay import Replayer
+try:
+    from fuzeguard._private.reports.replay import Replayer
+except ImportError:  # a --baseline commit from before the private package was grouped by concern
+    from fuzeguard._private.replay import Replayer
 replayer = Replayer(Config(), keep=0)
 calls = detected = 0
 t0 = time.process_time()
@@ -91,7 +96,10 @@ print(calls, detected, time.process_time() - t0)
 _POOL_DRIVER = """
 import sys, time
 from fuzeguard import Config
-from fuzeguard._private.reports.replay import Replayer
+try:
+    from fuzeguard._private.reports.replay import Replayer
+except ImportError:  # a --baseline commit from before the private package was grouped by concern
+    from fuzeguard._private.replay import Replayer
 from fuzeguard._private.reports.replay_pool import replay_files
 paths = sys.argv[2:]
 seconds = []
