@@ -24,12 +24,17 @@ from fuzeguard.integrations.langchain import LoopGuardMiddleware
 from fuzeguard.testing import capture_detections
 from tests.helpers.stuck_agents import (
     ACTIONS,
+    LEGIT_ANSWER,
     VARIANTS,
     WRAP_UP,
     Tally,
+    check_batch_ended,
+    check_legit_answered,
     check_model_calls_traced,
     check_run,
+    limit_reached,
     lookup,
+    model_loop_calls,
     run_stuck,
     script,
     tools,
@@ -427,14 +432,9 @@ class ModelLoop(StuckModel):
         turn = self.turns
         if str(messages[-1].content).startswith("[fuzeguard]"):
             return ChatResult(generations=[ChatGeneration(message=AIMessage(WRAP_UP))])
-        calls = {
-            "unknown": [("web_browse", {"url": "https://shop.example/laptops"})],
-            "invalid": [("search", {"terms": "laptops"})],
-            "batch": [("tool_a", {"query": "laptops"}), ("tool_b", {"query": "laptops"})],
-            "legit": [("lookup", {"index": turn - 1})],
-        }[self.kind]
-        if self.kind == "legit" and turn > 12:
-            return ChatResult(generations=[ChatGeneration(message=AIMessage("12 models compared"))])
+        calls = model_loop_calls(self.kind, turn)
+        if not calls:
+            return ChatResult(generations=[ChatGeneration(message=AIMessage(LEGIT_ANSWER))])
         message = AIMessage("", tool_calls=[{"name": n, "args": a, "id": f"c{turn}-{k}"}
                                             for k, (n, a) in enumerate(calls)])
         return ChatResult(generations=[ChatGeneration(message=message)])
@@ -465,21 +465,19 @@ def test_a_model_that_keeps_asking_for_a_call_that_cannot_run_is_ended_with_an_a
 
 def test_the_same_batch_of_two_calls_every_turn_is_ended_within_six_model_calls() -> None:
     answer, calls, tally, _ = _model_loop("batch")
-    assert answer == WRAP_UP and calls <= 6
-    assert tally.runs == {"tool_a": 3, "tool_b": 3}  # the 3rd batch warned
+    check_batch_ended(answer, calls, tally.runs)
 
 
 def test_a_legitimate_twelve_turn_run_with_distinct_calls_is_answered_normally() -> None:
     answer, calls, _, logs = _model_loop("legit")
-    assert answer == "12 models compared" and calls == 13
-    assert not [e for e in logs if e["event"] in ("fuzeguard.run_killed", "fuzeguard.loop_detected")]
+    check_legit_answered(answer, calls, [e["event"] for e in logs])
 
 
 def test_max_model_calls_ends_the_agent_at_the_model_call_after_the_limit() -> None:
     answer, calls, _, logs = _model_loop("legit", max_model_calls=5)
     assert answer == WRAP_UP and calls == 6  # 5, then the final answer's (the 6th not made)
+    assert limit_reached(logs) == ("langchain-agent/model", 6)
     (limit,) = [e for e in logs if e["event"] == "fuzeguard.limit_reached"]
-    assert limit["run_name"] == "langchain-agent/model" and limit["call_index"] == 6
     assert limit["message"].startswith("This task has used all 5 model calls it may make")
     with pytest.raises(ValueError, match="max_model_calls takes a whole number of 1 or more"):
         LoopGuardMiddleware(max_model_calls=0)

@@ -19,11 +19,16 @@ from fuzeguard.events import CallCompleted
 from fuzeguard.integrations.openai_agents import LoopGuard
 from tests.helpers.stuck_agents import (
     ACTIONS,
+    LEGIT_ANSWER,
     VARIANTS,
     WRAP_UP,
     Tally,
+    check_batch_ended,
+    check_legit_answered,
     check_run,
+    limit_reached,
     lookup,
+    model_loop_calls,
     run_stuck,
     script,
     tools,
@@ -368,14 +373,9 @@ class ModelLoop(StuckModel):
         turn = self.turns
         if not tools:
             return ModelResponse(output=[_message(WRAP_UP)], usage=Usage(), response_id=None)
-        if self.variant == "legit" and turn > 12:
-            return ModelResponse(output=[_message("12 laptops compared")], usage=Usage(),
-                                 response_id=None)
-        calls = {
-            "invalid": [("search", {"terms": "laptops"})],
-            "batch": [("tool_a", {"query": "laptops"}), ("tool_b", {"query": "laptops"})],
-            "legit": [("lookup", {"index": turn - 1})],
-        }[self.variant]
+        calls = model_loop_calls(self.variant, turn)
+        if not calls:
+            return ModelResponse(output=[_message(LEGIT_ANSWER)], usage=Usage(), response_id=None)
         output = [ResponseFunctionToolCall(id=f"c{turn}-{k}", call_id=f"c{turn}-{k}",
                                            type="function_call", name=name, arguments=json.dumps(args))
                   for k, (name, args) in enumerate(calls)]
@@ -400,18 +400,15 @@ def test_a_model_that_keeps_calling_a_tool_with_invalid_arguments_is_ended_with_
 
 def test_the_same_batch_of_two_calls_every_turn_is_ended_within_six_model_calls() -> None:
     output, calls, tally, _ = _model_loop("batch")
-    assert output == WRAP_UP and calls <= 6
-    assert tally.runs == {"tool_a": 3, "tool_b": 3}  # the 3rd batch warned
+    check_batch_ended(output, calls, tally.runs)
 
 
 def test_a_legitimate_twelve_turn_run_with_distinct_calls_is_answered_normally() -> None:
     output, calls, _, logs = _model_loop("legit")
-    assert output == "12 laptops compared" and calls == 13
-    assert not [e for e in logs if e["event"] in ("fuzeguard.run_killed", "fuzeguard.loop_detected")]
+    check_legit_answered(output, calls, [e["event"] for e in logs])
 
 
 def test_max_model_calls_ends_the_run_after_the_tool_step_instead_of_the_next_model_call() -> None:
     output, calls, _, logs = _model_loop("legit", max_model_calls=5)
     assert output == WRAP_UP and calls == 6  # 5, then the final answer's (the 6th not made)
-    (limit,) = [e for e in logs if e["event"] == "fuzeguard.limit_reached"]
-    assert limit["run_name"] == "openai-agents-run/model" and limit["call_index"] == 6
+    assert limit_reached(logs) == ("openai-agents-run/model", 6)

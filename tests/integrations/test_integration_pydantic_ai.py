@@ -29,11 +29,16 @@ from fuzeguard import LoopDetected
 from fuzeguard.integrations.pydantic_ai import LoopGuard, LoopGuardToolset, loop_guard
 from tests.helpers.stuck_agents import (
     ACTIONS,
+    LEGIT_ANSWER,
     VARIANTS,
     WRAP_UP,
     Tally,
+    check_batch_ended,
+    check_legit_answered,
     check_run,
+    limit_reached,
     lookup,
+    model_loop_calls,
     run_stuck,
     script,
     tools,
@@ -264,14 +269,9 @@ class ModelLoop:
         self.turns += 1
         if not info.function_tools:
             return ModelResponse(parts=[TextPart(WrapsUp.answer)])
-        if self.kind == "legit" and self.turns > 12:
-            return ModelResponse(parts=[TextPart("12 laptops compared")])
-        calls = {
-            "unknown": [("web_browse", {"url": "https://shop.example/laptops"})],
-            "invalid": [("search", {"terms": "laptops"})],
-            "batch": [("tool_a", {"query": "laptops"}), ("tool_b", {"query": "laptops"})],
-            "legit": [("lookup", {"index": self.turns - 1})],
-        }[self.kind]
+        calls = model_loop_calls(self.kind, self.turns)
+        if not calls:
+            return ModelResponse(parts=[TextPart(LEGIT_ANSWER)])
         return ModelResponse(parts=[ToolCallPart(name, args, tool_call_id=f"c{self.turns}-{k}")
                                     for k, (name, args) in enumerate(calls)])
 
@@ -299,21 +299,18 @@ def test_a_model_that_keeps_asking_for_a_call_that_cannot_run_is_ended_with_an_a
 
 def test_the_same_batch_of_two_calls_every_turn_is_ended_within_six_model_calls() -> None:
     output, calls, tally, _ = _model_loop("batch")
-    assert output == WrapsUp.answer and calls <= 6
-    assert tally.runs == {"tool_a": 3, "tool_b": 3}  # the 3rd batch warned
+    check_batch_ended(output, calls, tally.runs)
 
 
 def test_a_legitimate_twelve_turn_run_with_distinct_calls_is_answered_normally() -> None:
     output, calls, _, logs = _model_loop("legit")
-    assert output == "12 laptops compared" and calls == 13
-    assert not [e for e in logs if e["event"] in ("fuzeguard.run_killed", "fuzeguard.loop_detected")]
+    check_legit_answered(output, calls, [e["event"] for e in logs])
 
 
 def test_max_model_calls_ends_the_run_at_the_model_call_after_the_limit() -> None:
     output, calls, _, logs = _model_loop("legit", max_model_calls=5)
     assert output == WrapsUp.answer and calls == 6  # 5, then the final answer's (the 6th not made)
-    (limit,) = [e for e in logs if e["event"] == "fuzeguard.limit_reached"]
-    assert limit["run_name"] == "pydantic-ai-run/model" and limit["call_index"] == 6
+    assert limit_reached(logs) == ("pydantic-ai-run/model", 6)
 
 
 def test_a_tool_with_guard_on_its_function_is_counted_once_and_its_kill_ends_with_the_answer() -> None:
