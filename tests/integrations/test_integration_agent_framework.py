@@ -36,6 +36,7 @@ from tests.helpers.stuck_agents import (
     check_legit_answered,
     check_model_calls_traced,
     check_run,
+    limit_reached,
     lookup,
     model_loop_calls,
     script,
@@ -385,8 +386,7 @@ def test_a_legitimate_twelve_turn_run_with_distinct_calls_is_answered_normally()
 def test_max_model_calls_ends_the_agent_at_the_model_call_after_the_limit() -> None:
     text, calls, _, logs = _model_loop("legit", max_model_calls=5)
     assert text == WRAP_UP and calls == 6  # 5, then the final answer's (the 6th not made)
-    (limit,) = [e for e in logs if e["event"] == "fuzeguard.limit_reached"]
-    assert limit["run_name"] == "shopper/model" and limit["call_index"] == 6
+    assert limit_reached(logs) == ("shopper/model", 6)
     with pytest.raises(ValueError, match="max_model_calls takes a whole number of 1 or more"):
         LoopGuard(max_model_calls=0)
 
